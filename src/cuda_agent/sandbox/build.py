@@ -1,0 +1,325 @@
+"""Build a solution's ``kernels/`` into one torch extension, through a content-addressed cache.
+
+Layout of a solution's sources (see workspace.py):
+  kernels/*.cu           CUDA kernels + ``extern "C"`` launchers, compiled by nvcc, no torch headers
+  kernels/*.cpp          plain C++ kernels (CPU backend), compiled by the C++ compiler, no torch headers
+  kernels/*_binding.cpp  op registration against the fixed header ``cuda_agent_binding.h``
+  kernels/*.h|.cuh|.hpp  headers (part of every object's cache key)
+
+Every object file is stored under ``<cache>/obj/<key>.o`` where the key hashes the source,
+the headers, the flags, the compiler version, the torch version and the GPU arch; the fixed
+runtime is one such object, so it is compiled once per machine.  Missing objects and the
+link are driven by ninja.  The linked library is content-addressed too, so an unchanged
+solution costs one hash and no compiler call.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .results import BuildResult
+
+INFRA_DIR = Path(__file__).parent / "infra"
+EXT_NAME = "cuda_agent_ext"
+HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inl")
+
+
+def cache_root() -> Path:
+    """``$CUDA_AGENT_CACHE`` or ``~/.cache/cuda_agent``."""
+    root = Path(os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _sha(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _version(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Compilers and flags for one device kind; ``key`` goes into every cache key."""
+
+    device: str
+    cxx: str
+    nvcc: str | None
+    arch: str | None
+    torch_flags: tuple[str, ...]
+    plain_flags: tuple[str, ...]
+    nvcc_flags: tuple[str, ...]
+    link_flags: tuple[str, ...]
+    runtime_cuda: bool
+    key: str = field(default="")
+
+
+def _cuda_home() -> str | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and Path(home, "bin", "nvcc").exists():
+        return home
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return str(Path(nvcc).resolve().parent.parent)
+    return "/usr/local/cuda" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+
+
+def _gpu_arch() -> str:
+    env = os.environ.get("CUDA_AGENT_ARCH")  # e.g. "90", "90a", "80"
+    if env:
+        return env
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"{major}{minor}"
+    except Exception:
+        pass
+    return "90"
+
+
+def _nvidia_pkg_dirs(name: str) -> tuple[str | None, str | None]:
+    """include/lib of a pip ``nvidia-<name>`` package (e.g. cudnn), if installed."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec(f"nvidia.{name}")
+        if spec and spec.submodule_search_locations:
+            base = Path(list(spec.submodule_search_locations)[0])
+            inc, lib = base / "include", base / "lib"
+            return (str(inc) if inc.is_dir() else None, str(lib) if lib.is_dir() else None)
+    except Exception:
+        pass
+    return None, None
+
+
+@functools.lru_cache(maxsize=4)
+def toolchain(device: str) -> Toolchain:
+    import torch
+    from torch.utils import cpp_extension as ce
+
+    cxx = os.environ.get("CXX", "c++")
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+    tinc = ce.include_paths()
+    tlib = ce.library_paths()[0]
+    common = ["-fPIC", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+    torch_flags = ["-O2", *common, *[f for p in tinc for f in ("-isystem", p)], f"-I{INFRA_DIR}",
+                   "-Wno-unused-parameter"]
+    plain_flags = ["-O3", *common, "-fopenmp"]
+    if platform.machine() in ("x86_64", "AMD64"):
+        plain_flags.append("-march=native")
+    link = ["-shared", f"-L{tlib}", f"-Wl,-rpath,{tlib}", "-lc10", "-ltorch_cpu", "-ltorch", "-fopenmp"]
+    nvcc = arch = None
+    nvcc_flags: list[str] = []
+    runtime_cuda = False
+    if device == "cuda":
+        home = _cuda_home()
+        if not home:
+            raise RuntimeError("no CUDA toolkit found: set CUDA_HOME or put nvcc on PATH")
+        nvcc = str(Path(home, "bin", "nvcc"))
+        arch = _gpu_arch()
+        num = re.sub(r"\D", "", arch)
+        nvcc_flags = ["-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-lineinfo", "--expt-relaxed-constexpr",
+                      f"-gencode=arch=compute_{num},code=sm_{arch}", "-DCUDA_AGENT_CUDA"]
+        torch_flags.append("-DCUDA_AGENT_CUDA")
+        cuinc = str(Path(home, "include"))
+        culib = str(Path(home, "lib64"))
+        runtime_cuda = bool(torch.version.cuda) and Path(tinc[0], "c10", "cuda", "CUDAStream.h").exists()
+        torch_flags += ["-isystem", cuinc]
+        plain_flags += ["-isystem", cuinc]
+        link += [f"-L{culib}", f"-Wl,-rpath,{culib}", "-lcudart", "-lcublas"]
+        dnn_inc, dnn_lib = _nvidia_pkg_dirs("cudnn")
+        if dnn_inc and dnn_lib:
+            torch_flags += ["-isystem", dnn_inc]
+            plain_flags += ["-isystem", dnn_inc]
+            nvcc_flags += ["-isystem", dnn_inc]
+            link += [f"-L{dnn_lib}", f"-Wl,-rpath,{dnn_lib}", "-l:libcudnn.so.9"] if any(
+                Path(dnn_lib).glob("libcudnn.so.9*")) else []
+        if runtime_cuda:
+            link += ["-lc10_cuda", "-ltorch_cuda"]
+    cpu = ""
+    try:
+        cpu = next((l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), "")
+    except OSError:
+        pass
+    key = _sha(device, torch.__version__, _version([cxx, "--version"]),
+               _version([nvcc, "--version"]) if nvcc else "", str(arch), cpu,
+               *torch_flags, *plain_flags, *nvcc_flags, *link)
+    return Toolchain(device, cxx, nvcc, arch, tuple(torch_flags), tuple(plain_flags), tuple(nvcc_flags),
+                     tuple(link), runtime_cuda, key)
+
+
+# --- diagnostics ------------------------------------------------------------------------
+
+_ERR = re.compile(r"^(?P<loc>[^\s:][^:]*?(?::\d+(?::\d+)?|\(\d+\)))\s*:\s*(?P<kind>fatal error|error)\b.*$")
+_LINK_ERR = re.compile(r"(undefined reference|multiple definition|cannot find -l|ld returned)")
+
+
+def trim_log(log: str, root: Path | None = None, max_errors: int = 8, max_chars: int = 4000) -> str:
+    """Keep what a reader needs: the first errors with file:line and two lines of context,
+    paths relative to the solution, no template back-traces or ninja chatter."""
+    if root is not None:
+        log = log.replace(str(root.resolve()) + "/", "").replace(str(root) + "/", "")
+    lines = log.splitlines()
+    out: list[str] = []
+    n = 0
+    for i, line in enumerate(lines):
+        if _ERR.match(line.strip()) or _LINK_ERR.search(line):
+            if n >= max_errors:
+                out.append(f"... ({sum(1 for l in lines[i:] if _ERR.match(l.strip()))} more errors)")
+                break
+            n += 1
+            out.append(line.strip())
+            for ctx in lines[i + 1:i + 3]:
+                if _ERR.match(ctx.strip()) or ctx.startswith(("[", "ninja", "FAILED")):
+                    break
+                if ctx.strip() and "required from" not in ctx and "In instantiation" not in ctx:
+                    out.append("    " + ctx.strip())
+    if not out:  # no recognisable error line: keep the tail
+        out = [l for l in lines if l.strip() and not l.startswith("[")][-30:]
+    text = "\n".join(out)
+    return text if len(text) <= max_chars else text[:max_chars] + "\n... (truncated)"
+
+
+# --- the build --------------------------------------------------------------------------
+
+@dataclass
+class _Obj:
+    src: Path
+    rule: str
+    key: str
+
+    @property
+    def label(self) -> str:
+        return self.src.name
+
+
+def _ninja() -> str:
+    exe = shutil.which("ninja")
+    if exe:
+        return exe
+    try:
+        import ninja
+
+        return str(Path(ninja.BIN_DIR) / "ninja")
+    except ImportError:
+        raise RuntimeError("ninja is not installed: pip install ninja") from None
+
+
+def _q(p: str | Path) -> str:
+    return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def kernel_sources(kernels_dir: Path) -> list[Path]:
+    return sorted(p for p in kernels_dir.iterdir() if p.suffix in (".cu", ".cpp", ".cc")) \
+        if kernels_dir.is_dir() else []
+
+
+def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300.0,
+          jobs: int | None = None) -> BuildResult:
+    """Compile ``kernels_dir`` into one extension library; never raises for bad sources."""
+    t0 = time.perf_counter()
+    kdir = Path(kernels_dir)
+    srcs = kernel_sources(kdir)
+    if not srcs:
+        return BuildResult(ok=False, log=f"no sources in {kdir} (expected kernels/*.cu, *.cpp and *_binding.cpp)")
+    if device == "cpu" and any(s.suffix == ".cu" for s in srcs):
+        return BuildResult(ok=False, log="CUDA sources (.cu) cannot be built for --device cpu; "
+                                         "use kernels/*.cpp for CPU kernels")
+    if not any(s.name.endswith("_binding.cpp") for s in srcs):
+        return BuildResult(ok=False, log="no *_binding.cpp: register your ops with CUDA_AGENT_OPS(m) "
+                                         "in kernels/<name>_binding.cpp")
+    try:
+        tc = toolchain(device)
+    except Exception as e:
+        return BuildResult(ok=False, log=f"toolchain: {e}")
+    headers = b"".join(p.name.encode() + p.read_bytes() for p in sorted(kdir.iterdir())
+                       if p.suffix in HEADER_SUFFIXES and p.is_file())
+    infra = b"".join(p.read_bytes() for p in sorted(INFRA_DIR.iterdir()))
+    objs: list[_Obj] = []
+    for s in srcs:
+        if s.suffix == ".cu":
+            rule, flags = "nvcc", tc.nvcc_flags
+        elif s.name.endswith("_binding.cpp"):
+            rule, flags = "cxx_torch", tc.torch_flags
+        else:
+            rule, flags = "cxx_plain", tc.plain_flags
+        objs.append(_Obj(s, rule, _sha(tc.key, rule, *flags, s.read_bytes(), headers, infra)))
+    rt_rule = "cxx_torch_cuda_rt" if tc.runtime_cuda else "cxx_torch"
+    rt_src = INFRA_DIR / "cuda_agent_runtime.cpp"
+    objs.append(_Obj(rt_src, rt_rule, _sha(tc.key, rt_rule, infra)))
+
+    cache = cache_root() / "build"
+    (cache / "obj").mkdir(parents=True, exist_ok=True)
+    lib_key = _sha(tc.key, *[o.key for o in objs])
+    lib = cache / "lib" / lib_key / f"{EXT_NAME}.so"
+    cached = [o.label for o in objs if (cache / "obj" / f"{o.key}.o").exists()]
+    if lib.exists():
+        return BuildResult(ok=True, so_path=str(lib), seconds=time.perf_counter() - t0, cached=cached)
+
+    todo = [o for o in objs if not (cache / "obj" / f"{o.key}.o").exists()]
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+    try:
+        inc = f"-I{_q(kdir.resolve())}"
+        lines = [
+            f"rule cxx_torch\n  command = {tc.cxx} {' '.join(map(_q, tc.torch_flags))} {inc} -c $in -o $out",
+            f"rule cxx_torch_cuda_rt\n  command = {tc.cxx} {' '.join(map(_q, tc.torch_flags))} -c $in -o $out",
+            f"rule cxx_plain\n  command = {tc.cxx} {' '.join(map(_q, tc.plain_flags))} {inc} -c $in -o $out",
+            f"rule link\n  command = {tc.cxx} $in {' '.join(map(_q, tc.link_flags))} -o $out",
+        ]
+        if tc.nvcc:
+            lines.append(f"rule nvcc\n  command = {tc.nvcc} {' '.join(map(_q, tc.nvcc_flags))} {inc} "
+                         f"-ccbin {tc.cxx} -c $in -o $out")
+        objpaths = []
+        for o in objs:
+            if o in todo:
+                out = tmp / f"{o.key}.o"
+                lines.append(f"build {_q(out)}: {o.rule} {_q(o.src.resolve())}")
+            else:
+                out = cache / "obj" / f"{o.key}.o"
+            objpaths.append(out)
+        tmp_lib = tmp / f"{EXT_NAME}.so"
+        lines.append(f"build {_q(tmp_lib)}: link {' '.join(_q(p) for p in objpaths)}")
+        (tmp / "build.ninja").write_text("\n".join(lines) + "\n")
+        cmd = [_ninja(), "-C", str(tmp), "-j", str(jobs or max(2, os.cpu_count() or 2))]
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    errors="replace", start_new_session=True)
+            out_text, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            return BuildResult(ok=False, log=f"build timed out after {timeout:.0f} s",
+                               seconds=time.perf_counter() - t0)
+        # keep every object that did compile, even when another failed or the link failed
+        for o in todo:
+            if (tmp / f"{o.key}.o").exists():
+                os.replace(tmp / f"{o.key}.o", cache / "obj" / f"{o.key}.o")
+        if proc.returncode != 0 or not tmp_lib.exists():
+            return BuildResult(ok=False, log=trim_log(out_text, kdir), seconds=time.perf_counter() - t0,
+                               compiled=[o.label for o in todo], cached=cached)
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp_lib, lib)
+        return BuildResult(ok=True, so_path=str(lib), seconds=time.perf_counter() - t0,
+                           compiled=[o.label for o in todo], cached=cached)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,129 @@
+"""The small typed objects that flow out of the sandbox: build, verdict, timing, check.
+
+All are dataclasses that round-trip through JSON (``to_dict`` / ``from_dict``), since
+they cross process boundaries (candidate -> judge -> pool -> agent/eval/train).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+class _JSON:
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Violation(_JSON):
+    """A broken rule: the candidate did something the rules profile forbids."""
+
+    rule: str
+    """Short rule id, e.g. ``torch-op-in-forward``, ``input-mutated``, ``protected-file-changed``."""
+    message: str
+    """One sentence for the agent/user."""
+    where: str = ""
+    """``file:line`` or op name where it happened."""
+    exploit_class: int | None = None
+    """Number of the class in notes/exploits.md this defends against, if any."""
+
+
+@dataclass
+class BuildResult(_JSON):
+    """Outcome of compiling a solution's sources into one extension."""
+
+    ok: bool
+    so_path: str | None = None
+    """The built shared library (content-addressed, inside the build cache)."""
+    log: str = ""
+    """Trimmed compiler diagnostics: the first errors with file:line (empty on success)."""
+    seconds: float = 0.0
+    compiled: list[str] = field(default_factory=list)
+    """Sources that were actually compiled (the rest came from the object cache)."""
+    cached: list[str] = field(default_factory=list)
+    """Sources whose object file came from the cache."""
+
+
+@dataclass
+class Verdict(_JSON):
+    """Correctness of a candidate against the reference on several random input sets."""
+
+    correct: bool
+    error: str | None = None
+    """Why it is not correct (first failing check), or why it could not run."""
+    stage: str = "verify"
+    """Where it stopped: ``load``, ``init``, ``weights``, ``forward``, ``compare``, ``timeout``, ``crash``."""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    n_sets: int = 0
+    """Input sets that passed."""
+    violations: list[Violation] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Verdict":
+        d = dict(d)
+        d["violations"] = [Violation.from_dict(v) for v in d.get("violations", [])]
+        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+
+
+@dataclass
+class Timing(_JSON):
+    """A runtime measurement (one recipe for candidate and baselines: see timing.py)."""
+
+    median_ms: float
+    spread: float
+    """Relative inter-quartile range of the per-call times (IQR / median)."""
+    n: int
+    """Number of timed samples behind the median."""
+    method: str
+    """``cuda-events`` or ``host-clock``, plus the recipe's parameters."""
+    calls_per_sample: int = 1
+    min_ms: float | None = None
+
+
+@dataclass
+class CheckResult(_JSON):
+    """Everything one check says about a solution; the JSON of ``cuda-agent check``."""
+
+    task_id: str
+    task_sha: str
+    device: str
+    rules: str
+    compiled: bool = False
+    correct: bool = False
+    error: str | None = None
+    violations: list[Violation] = field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    t_gen_ms: float | None = None
+    t_eager_ms: float | None = None
+    t_compile_ms: float | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    reward: float | None = None
+    reward_scheme: str | None = None
+    build: BuildResult | None = None
+    verdict: Verdict | None = None
+    timing: Timing | None = None
+    seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CheckResult":
+        d = dict(d)
+        d["violations"] = [Violation.from_dict(v) for v in d.get("violations", [])]
+        if d.get("build"):
+            d["build"] = BuildResult.from_dict(d["build"])
+        if d.get("verdict"):
+            d["verdict"] = Verdict.from_dict(d["verdict"])
+        if d.get("timing"):
+            d["timing"] = Timing.from_dict(d["timing"])
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
