@@ -1,0 +1,42 @@
+"""The runtime side of a workspace: ``from cuda_agent.ext import ops`` in ``model_new.py``.
+
+``ops`` is ``torch.ops.kernels``, the namespace that ``CUDA_AGENT_OPS(m)`` registers into.
+The library comes from ``$CUDA_AGENT_EXTENSION`` (set by the evaluator's candidate process,
+which builds first); when it is unset (the agent runs ``model_new.py`` by hand) the
+workspace that holds the importing ``model_new.py`` (or the current directory) is built
+through the same cache and loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+_loaded: str | None = None
+
+
+def load(path: str | None = None, device: str | None = None) -> object:
+    """Load the extension once per process and return ``torch.ops.kernels``."""
+    global _loaded
+    if _loaded is None:
+        so = path or os.environ.get("CUDA_AGENT_EXTENSION")
+        if not so:
+            from .sandbox.build import build
+
+            root = Path(os.environ.get("CUDA_AGENT_WORKSPACE") or Path.cwd())
+            dev = device or os.environ.get("CUDA_AGENT_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+            res = build(root / "kernels", dev)
+            if not res.ok:
+                raise ImportError(f"building {root / 'kernels'} failed:\n{res.log}")
+            so = res.so_path
+        torch.ops.load_library(so)
+        _loaded = so
+    return torch.ops.kernels
+
+
+def __getattr__(name: str):
+    if name == "ops":
+        return load()
+    raise AttributeError(name)

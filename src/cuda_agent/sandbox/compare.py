@@ -1,0 +1,90 @@
+"""Compare a candidate's outputs with the reference's: shapes, dtypes, finiteness, tolerances.
+
+Beyond ``allclose`` (|a - b| <= atol + rtol |b|), the relative L2 error
+||a - b|| / ||b|| must stay under ``rtol``: an output of zeros (or any output that is only
+right where the true values are tiny) fails even when every element is within ``atol``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# dtype -> (atol, rtol); float32 matches KernelBench / the CUDA Agent harness (1e-2)
+TOLERANCES = {
+    torch.float64: (1e-5, 1e-5),
+    torch.float32: (1e-2, 1e-2),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    error: str | None
+    max_abs_err: float
+    max_rel_err: float
+    atol: float
+    rtol: float
+
+
+def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
+    a, r = TOLERANCES.get(dtype, (0.0, 0.0))
+    return (a if atol is None else atol, r if rtol is None else rtol)
+
+
+def compare(outs: list, refs: list, atol: float | None = None, rtol: float | None = None) -> Comparison:
+    max_abs = max_rel = 0.0
+    used = (atol or 0.0, rtol or 0.0)
+    if len(outs) != len(refs):
+        return Comparison(False, f"forward returned {len(outs)} outputs, the reference returns {len(refs)}",
+                          0.0, 0.0, *used)
+    for i, (a, b) in enumerate(zip(outs, refs)):
+        name = f"output {i}" if len(refs) > 1 else "the output"
+        if not isinstance(b, torch.Tensor):
+            b = torch.tensor(b)
+        if not isinstance(a, torch.Tensor):
+            return Comparison(False, f"{name} is not a tensor", max_abs, max_rel, *used)
+        if tuple(a.shape) != tuple(b.shape):
+            return Comparison(False, f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}",
+                              max_abs, max_rel, *used)
+        if a.dtype != b.dtype:
+            return Comparison(False, f"{name} has dtype {a.dtype}, expected {b.dtype}", max_abs, max_rel, *used)
+        at, rt = tolerances(b.dtype, atol, rtol)
+        used = (at, rt)
+        if not (b.is_floating_point() or b.is_complex()):
+            if not torch.equal(a, b):
+                n = int((a != b).sum())
+                return Comparison(False, f"{name}: {n} of {b.numel()} elements differ (exact match required "
+                                         f"for {b.dtype})", max_abs, max_rel, at, rt)
+            continue
+        b_fin = torch.isfinite(b)
+        if not bool(b_fin.all()):
+            return Comparison(False, f"the reference's {name} is not finite: the task is broken", max_abs,
+                              max_rel, at, rt)
+        a_fin = torch.isfinite(a)
+        if not bool(a_fin.all()):
+            n = int((~a_fin).sum())
+            return Comparison(False, f"{name} has {n} NaN/Inf values", max_abs, max_rel, at, rt)
+        a64, b64 = a.double(), b.double()
+        diff = (a64 - b64).abs()
+        ma = float(diff.max()) if diff.numel() else 0.0
+        mr = float((diff / b64.abs().clamp_min(1e-12)).max()) if diff.numel() else 0.0
+        max_abs, max_rel = max(max_abs, ma), max(max_rel, mr)
+        bad = diff > (at + rt * b64.abs())
+        if bool(bad.any()):
+            n = int(bad.sum())
+            idx = tuple(int(j) for j in torch.nonzero(bad)[0])
+            return Comparison(False, f"{name}: {n} of {b.numel()} elements outside atol={at:g}, rtol={rt:g}; "
+                                     f"max abs error {ma:.3g}; first at {list(idx)}: got {float(a64[idx]):.6g}, "
+                                     f"expected {float(b64[idx]):.6g}", max_abs, max_rel, at, rt)
+        ref_norm = float(b64.norm())
+        if ref_norm > 0:
+            rel_l2 = float((a64 - b64).norm()) / ref_norm
+            if rel_l2 > rt:
+                return Comparison(False, f"{name}: relative L2 error {rel_l2:.3g} exceeds {rt:g} although each "
+                                         f"element is within atol (outputs such as zeros where the true values "
+                                         f"are small do not pass)", max_abs, max_rel, at, rt)
+    return Comparison(True, None, max_abs, max_rel, *used)

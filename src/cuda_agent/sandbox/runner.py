@@ -1,0 +1,217 @@
+"""The worker process that runs code we do not trust: a candidate's ``ModelNew`` or a baseline.
+
+Started by the judge (``python -m cuda_agent.sandbox.runner JOB.json``) in its own session,
+it speaks one JSON line per command on stdin/stdout; everything the loaded code prints goes
+to stderr.  It never sees reference outputs and holds no comparator: it generates inputs
+from the seeds it is told (the judge generates the same ones), runs ``forward``, and saves
+outputs as plain tensors that the judge reads with ``torch.load(weights_only=True)``.
+
+Commands: ``load`` (import task + solution, build the model, load the reference weights),
+``run`` (one forward per seed, under the strict guard when asked), ``time`` (timing recipe),
+``exit``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+# bind the clocks before anything else is imported
+from . import timing  # noqa: E402  (timing binds torch.cuda.Event & perf_counter at import)
+
+import torch  # noqa: E402
+
+from .guards import StrictGuard  # noqa: E402
+from .results import Violation  # noqa: E402
+
+
+def _import(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def flatten(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in flatten(o)]
+    if out is None:
+        return []
+    return [out]
+
+
+def _to_device(x, device: str):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_device(v, device) for v in x)
+    return x
+
+
+def _storages(xs) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in xs if isinstance(t, torch.Tensor)}
+
+
+def _short_tb(e: BaseException, files: tuple[str, ...]) -> str:
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if any(f.filename.endswith(s) for s in files)]
+    where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    msg = str(e).strip().splitlines()
+    first = msg[0] if msg else ""
+    return f"{type(e).__name__}: {first[:800]}{where}"
+
+
+class Runner:
+    def __init__(self, job: dict) -> None:
+        self.job = job
+        self.device = job["device"]
+        self.model = None
+        self.task = None
+        self.files = tuple(Path(p).name for p in (job.get("solution_file"), job.get("task_file")) if p)
+
+    def inputs(self, seed: int) -> list:
+        torch.manual_seed(seed)
+        return [_to_device(x, self.device) for x in self.task.get_inputs()]
+
+    # -- commands ---------------------------------------------------------------------
+    def load(self, cmd: dict) -> dict:
+        job = self.job
+        stage = "load"
+        try:
+            self.task = _import(job["task_file"], "cuda_agent_reference_task")
+            cls_name = job.get("class_name", "ModelNew")
+            if job.get("solution_file") and job["solution_file"] != job["task_file"]:
+                sol = _import(job["solution_file"], "model_new")
+            else:
+                sol = self.task
+            cls = getattr(sol, cls_name, None)
+            if cls is None:
+                return {"ok": False, "stage": "load", "error": f"{Path(job['solution_file']).name} does not define {cls_name}"}
+            stage = "init"
+            init = self.task.get_init_inputs()
+            torch.manual_seed(int(job.get("init_seed", 0)))
+            try:
+                model = cls(*init)
+            except TypeError as e:
+                return {"ok": False, "stage": "init",
+                        "error": f"{cls_name}(*get_init_inputs()) failed: {e} (the constructor must take the "
+                                 f"same arguments as Model)"}
+            model = model.to(self.device)
+            if job.get("weights_file"):
+                stage = "weights"
+                sd = torch.load(job["weights_file"], map_location=self.device, weights_only=True)
+                mine = model.state_dict()
+                missing = [k for k in sd if k not in mine]
+                extra = [k for k in mine if k not in sd]
+                shape = [f"{k}: reference {tuple(sd[k].shape)} vs yours {tuple(mine[k].shape)}"
+                         for k in sd if k in mine and tuple(sd[k].shape) != tuple(mine[k].shape)]
+                if missing or extra or shape:
+                    parts = []
+                    if missing:
+                        parts.append(f"missing in ModelNew: {', '.join(missing[:8])}")
+                    if extra:
+                        parts.append(f"not in the reference: {', '.join(extra[:8])}")
+                    if shape:
+                        parts.append("shape differs: " + "; ".join(shape[:8]))
+                    return {"ok": False, "stage": "weights",
+                            "error": "the reference's weights cannot be loaded into ModelNew: " + " | ".join(parts) +
+                                     " (parameters and buffers must have the reference's names and shapes)"}
+                model.load_state_dict(sd)
+            if job.get("compile"):
+                model = torch.compile(model)
+            self.model = model
+            return {"ok": True}
+        except BaseException as e:  # noqa: BLE001 - any failure of untrusted code is a verdict
+            return {"ok": False, "stage": stage, "error": _short_tb(e, self.files)}
+
+    def run(self, cmd: dict) -> dict:
+        out_dir = Path(cmd["out_dir"])
+        strict = self.job.get("rules") == "strict"
+        violations: list[Violation] = []
+        for seed in cmd["seeds"]:
+            try:
+                xs = self.inputs(seed)
+                before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+                guard = StrictGuard(solution_files=self.files) if strict else None
+                with torch.no_grad():
+                    if guard is not None:
+                        with guard:
+                            out = self.model(*xs)
+                    else:
+                        out = self.model(*xs)
+                if self.device == "cuda":
+                    torch.cuda.synchronize()
+                outs = flatten(out)
+                if guard is not None:
+                    violations += [v for v in guard.violations() if v.message not in {w.message for w in violations}]
+                for a, b in zip(xs, before):
+                    if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                        violations.append(Violation("input-mutated", "forward modified one of its inputs in place",
+                                                    "", exploit_class=4))
+                        break
+                if _storages(outs) & _storages(xs):
+                    violations.append(Violation("output-aliases-input",
+                                                "an output shares memory with an input (return a new tensor)",
+                                                "", exploit_class=6))
+                bad = [type(o).__name__ for o in outs if type(o) is not torch.Tensor and
+                       not isinstance(o, (int, float, bool))]
+                if bad:
+                    return {"ok": False, "stage": "forward",
+                            "error": f"forward returned {', '.join(bad)}; outputs must be plain tensors",
+                            "violations": [v.to_dict() for v in violations]}
+                plain = [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
+                torch.save(plain, out_dir / f"out_{seed}.pt")
+            except BaseException as e:  # noqa: BLE001
+                return {"ok": False, "stage": "forward", "error": _short_tb(e, self.files),
+                        "violations": [v.to_dict() for v in violations]}
+        return {"ok": True, "violations": [v.to_dict() for v in violations]}
+
+    def time(self, cmd: dict) -> dict:
+        try:
+            sets = [self.inputs(s) for s in cmd["seeds"]]
+            model = self.model
+            if cmd.get("compile"):
+                model = torch.compile(model)
+
+            def call(i: int):
+                return model(*sets[i])
+
+            recipe = timing.Recipe(**cmd.get("recipe", {}))
+            with torch.no_grad():
+                res = timing.measure(call, len(sets), self.device, recipe)
+            return {"ok": True, **res}
+        except BaseException as e:  # noqa: BLE001
+            return {"ok": False, "stage": "time", "error": _short_tb(e, self.files)}
+
+
+def main() -> None:
+    job = json.loads(Path(sys.argv[1]).read_text())
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever the loaded code prints goes to stderr
+    sys.stdout = sys.stderr
+    torch.backends.cuda.matmul.allow_tf32 = bool(job.get("tf32", False))
+    torch.backends.cudnn.allow_tf32 = bool(job.get("tf32", False))
+    if job.get("extension"):
+        os.environ["CUDA_AGENT_EXTENSION"] = job["extension"]
+    if job.get("solution_dir"):
+        sys.path.insert(0, job["solution_dir"])
+    r = Runner(job)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["cmd"] == "exit":
+            break
+        reply = getattr(r, cmd["cmd"])(cmd)
+        proto.write(json.dumps(reply) + "\n")
+        proto.flush()
+    proto.close()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
