@@ -1,0 +1,154 @@
+"""``cuda-agent``: one thin entry point; each verb parses, calls one function, prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import reward as rewards
+from .tasks import TaskError, resolve
+
+DEVICE = click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+                      help="cuda (default when a GPU is visible) or cpu (C++ kernels, no GPU).")
+RULES = click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True,
+                     help="strict: no torch compute in forward; kernelbench: torch ops allowed.")
+REWARD = click.option("--reward", "reward_name", default="paper", show_default=True,
+                      help=f"reward scheme ({', '.join(rewards.names())}).")
+JSON = click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of a summary.")
+KB = click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
+                  help="KernelBench dataset (JSONL/parquet or a clone) for L<level>/<id> task references.")
+
+
+def _default_device(device: str | None) -> str:
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _fmt_ms(x: float | None) -> str:
+    return "-" if x is None else (f"{x * 1e3:.1f} us" if x < 1 else f"{x:.3f} ms")
+
+
+def print_result(r, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(r.to_dict()))
+        return
+    ok = r.compiled and r.correct
+    click.echo(f"task      {r.task_id} ({r.device}, rules {r.rules})")
+    click.echo(f"compiled  {'yes' if r.compiled else 'NO'}" + (
+        f"  ({r.build.seconds:.1f} s; compiled {', '.join(r.build.compiled) or 'nothing'}; "
+        f"cached {len(r.build.cached)})" if r.build and r.build.so_path else ""))
+    if r.verdict or r.correct:
+        click.echo(f"correct   {'yes' if r.correct else 'NO'}" + (
+            f"  (max abs err {r.max_abs_err:.3g}, max rel err {r.max_rel_err:.3g})" if r.max_abs_err is not None else ""))
+    for v in r.violations:
+        click.echo(f"violation {v.rule}: {v.message}" + (f" [{v.where}]" if v.where else ""))
+    if r.error:
+        click.echo("error     " + r.error.replace("\n", "\n          "))
+    if r.t_gen_ms is not None:
+        click.echo(f"time      yours {_fmt_ms(r.t_gen_ms)} | eager {_fmt_ms(r.t_eager_ms)} | "
+                   f"torch.compile {_fmt_ms(r.t_compile_ms)}")
+        if r.speedup_eager:
+            click.echo(f"speedup   {r.speedup_eager:.2f}x vs eager" +
+                       (f", {r.speedup_compile:.2f}x vs torch.compile" if r.speedup_compile else ""))
+    if ok or r.reward is not None:
+        click.echo(f"reward    {r.reward:g} ({r.reward_scheme})")
+
+
+@click.group()
+@click.version_option(package_name="cuda-agent")
+def main() -> None:
+    """cuda-agent: train and evaluate LLM agents that write fast CUDA kernels."""
+
+
+def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> None:
+    from .sandbox.check import CheckOptions, check
+
+    if reward_name not in rewards.names():
+        raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
+    opts = CheckOptions(device=_default_device(device), rules=rules, reward=reward_name, **kw)
+    print_result(check(task, solution, opts), as_json)
+
+
+@main.command()
+@click.argument("task")
+@click.argument("solution", type=click.Path())
+@DEVICE
+@RULES
+@REWARD
+@JSON
+@KB
+@click.option("--n-sets", default=5, show_default=True, help="random input sets for verification.")
+@click.option("--no-timing", is_flag=True, help="build and verify only.")
+@click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
+@click.option("--seed", type=int, default=None, help="fix the verification seeds.")
+def check(task, solution, device, rules, reward_name, as_json, kernelbench, n_sets, no_timing,
+          no_compile_baseline, seed):
+    """Build, verify and time SOLUTION (a workspace dir or a model_new.py) against TASK.
+
+    TASK is a KernelBench-format .py file, L<level>/<id> (with --kernelbench), or FILE.jsonl#ID.
+    Exit 0 when the check ran, whatever the verdict.
+    """
+    try:
+        t = resolve(task, kernelbench)
+    except TaskError as e:
+        raise click.UsageError(str(e)) from None
+    if not Path(solution).exists():
+        raise click.UsageError(f"solution not found: {solution}")
+    _run_check(t, solution, device, rules, reward_name, as_json, n_sets=n_sets, timing=not no_timing,
+               baselines=not no_timing, compile_baseline=not no_compile_baseline, seed=seed)
+
+
+@main.command()
+@click.argument("task")
+@click.argument("directory", type=click.Path())
+@DEVICE
+@KB
+def workspace(task, directory, device, kernelbench):
+    """Lay out a workspace for TASK in DIRECTORY (model.py, model_new.py, kernels/, SKILL.md)."""
+    from .sandbox.workspace import create_workspace
+
+    try:
+        d = create_workspace(resolve(task, kernelbench), directory, _default_device(device))
+    except TaskError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(f"workspace for {task} in {d}: read {d / 'SKILL.md'}, then edit model_new.py and kernels/")
+
+
+def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_name: str, device: str | None):
+    from .sandbox.workspace import find_workspace, workspace_task
+
+    try:
+        ws = find_workspace(directory)
+        t, ws_device = workspace_task(ws)
+    except TaskError as e:
+        raise click.UsageError(str(e)) from None
+    kw = {"compile": dict(verify=False, timing=False, baselines=False),
+          "verify": dict(timing=False, baselines=False),
+          "profile": {}}[stage]
+    _run_check(t, ws, device or ws_device, rules, reward_name, as_json, **kw)
+
+
+for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects; first errors with file:line)."),
+                     ("verify", "Build, then check ModelNew against the reference on fresh random inputs."),
+                     ("profile", "Verify, then time ModelNew, eager and torch.compile with one recipe.")):
+    def _make(stage: str):
+        @click.argument("directory", default=".", type=click.Path())
+        @DEVICE
+        @RULES
+        @REWARD
+        @JSON
+        def cmd(directory, device, rules, reward_name, as_json):
+            _in_workspace(directory, stage, as_json, rules, reward_name, device)
+        cmd.__doc__ = _doc
+        return cmd
+    main.command(name=_stage)(_make(_stage))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
