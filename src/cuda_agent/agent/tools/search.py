@@ -132,6 +132,7 @@ def _python_search(ctx: ToolContext, base: Path, rx: re.Pattern, globs: list[str
                         hits.lines[j] = (False, lines[j - 1])
         if hits.n_matches:
             out.append(hits)
+    out.sort(key=lambda h: _rel_sort_key(h.path))
     return out
 
 
