@@ -76,10 +76,21 @@ def _cuda_home() -> str | None:
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home and Path(home, "bin", "nvcc").exists():
         return home
+    try:
+        from torch.utils.cpp_extension import CUDA_HOME
+
+        if CUDA_HOME and Path(CUDA_HOME, "bin", "nvcc").exists():
+            return CUDA_HOME
+    except ImportError:
+        pass
+    if Path("/usr/local/cuda/bin/nvcc").exists():
+        return "/usr/local/cuda"
     nvcc = shutil.which("nvcc")
     if nvcc:
-        return str(Path(nvcc).resolve().parent.parent)
-    return "/usr/local/cuda" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+        home = Path(nvcc).resolve().parent.parent
+        if (home / "include" / "cuda_runtime_api.h").exists():
+            return str(home)
+    return None
 
 
 def _gpu_arch() -> str:
@@ -146,7 +157,9 @@ def toolchain(device: str) -> Toolchain:
         runtime_cuda = bool(torch.version.cuda) and Path(tinc[0], "c10", "cuda", "CUDAStream.h").exists()
         torch_flags += ["-isystem", cuinc]
         plain_flags += ["-isystem", cuinc]
-        link += [f"-L{culib}", f"-Wl,-rpath,{culib}", "-lcudart", "-lcublas"]
+        link += [f"-L{culib}", f"-Wl,-rpath,{culib}", "-lcudart"]
+        if any(Path(culib).glob("libcublas.so*")):
+            link.append("-lcublas")
         dnn_inc, dnn_lib = _nvidia_pkg_dirs("cudnn")
         if dnn_inc and dnn_lib:
             torch_flags += ["-isystem", dnn_inc]
@@ -156,6 +169,7 @@ def toolchain(device: str) -> Toolchain:
                 Path(dnn_lib).glob("libcudnn.so.9*")) else []
         if runtime_cuda:
             link += ["-lc10_cuda", "-ltorch_cuda"]
+            torch_flags.append("-DCUDA_AGENT_CUDA_RUNTIME")
     cpu = ""
     try:
         cpu = next((l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), "")
@@ -190,7 +204,7 @@ def trim_log(log: str, root: Path | None = None, max_errors: int = 8, max_chars:
             n += 1
             out.append(line.strip())
             for ctx in lines[i + 1:i + 3]:
-                if _ERR.match(ctx.strip()) or ctx.startswith(("[", "ninja", "FAILED")):
+                if _ERR.match(ctx.strip()) or _LINK_ERR.search(ctx) or ctx.startswith(("[", "ninja", "FAILED")):
                     break
                 if ctx.strip() and "required from" not in ctx and "In instantiation" not in ctx:
                     out.append("    " + ctx.strip())

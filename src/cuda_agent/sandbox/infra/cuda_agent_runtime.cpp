@@ -1,6 +1,8 @@
 // Fixed runtime of cuda-agent extensions: current stream and error strings.
+// CUDA_AGENT_CUDA_RUNTIME is set when torch itself has CUDA (a CPU-only torch can still
+// compile and link CUDA sources, e.g. in CI, but cannot run them).
 // Built once per machine (content-addressed object cache) and linked into every extension.
-#ifdef CUDA_AGENT_CUDA
+#ifdef CUDA_AGENT_CUDA_RUNTIME
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 extern "C" void* cuda_agent_stream() {

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Everything the H200 session runs, in one call: GPU tests, benchmarks, case studies.
+# Usage (device machine, repo root): bash scripts/gpu_run.sh OUTDIR
+set -u
+OUT=${1:-/tmp/gpu-out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+export CUDA_AGENT_KERNELBENCH=$PWD/shared/kernelbench/kernelbench.jsonl
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
+stage=${2:-all}
+if [ "$stage" = all ] || [ "$stage" = examples ]; then
+  python3 scripts/run_examples.py "$OUT/examples.json" "$CUDA_AGENT_KERNELBENCH" 2>&1 | tee "$OUT/examples.log"
+fi
+if [ "$stage" = all ] || [ "$stage" = tests ]; then
+  python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider -o addopts="" -x 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
+fi
+if [ "$stage" = all ] || [ "$stage" = bench ]; then
+  python3 scripts/bench_build.py "$OUT/build.json" 2>&1 | tail -12
+  python3 scripts/bench_timing.py "$OUT/timing.json" 2>&1 | tail -6
+fi
