@@ -4,7 +4,7 @@
 set -u
 OUT=${1:-/tmp/gpu-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-export CUDA_AGENT_KERNELBENCH=$PWD/shared/kernelbench/kernelbench.jsonl
+export CUDA_AGENT_KERNELBENCH=${CUDA_AGENT_KERNELBENCH:-$PWD/.devdata/kernelbench.jsonl}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 stage=${2:-all}
