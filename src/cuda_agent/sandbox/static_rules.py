@@ -374,7 +374,6 @@ LOWP_CONSTANTS = re.compile(
     r"|CUDNN_DATA_FP8\w*|CUBLASLT_\w*FAST\w*)$"
 )
 PTX_LOWP = re.compile(r"\b(w?g?mma|wgmma)\b|\.(f16|bf16|tf32|e4m3|e5m2|f16x2|bf16x2|e4m3x2|e5m2x2)\b")
-SENSITIVE_PASTE = ("at", "torch", "c10", "aten", "cublas", "cudnn", "cudaStream", "cuStream", "pthread", "popen", "system", "fork", "exec", "socket", "thread", "dlopen", "dlsym", "half", "bfloat", "wmma", "accessPolicy", "getenv", "fopen")
 
 
 def _prev(toks: list[Token], i: int) -> Token | None:
@@ -745,16 +744,105 @@ def _half_as_type(toks: list[Token], i: int) -> bool:
     return False
 
 
+def _sensitive_name(name: str, fp32: bool) -> str | None:
+    """The rule a bare identifier would break by name alone (used on names built by ``##``)."""
+    if name in ("at", "torch", "aten"):
+        return R_TORCH_COMPUTE
+    if name.startswith("cublas") and not name.endswith("_t") and not CUBLAS_OK.match(name):
+        return R_CUBLAS
+    if name.startswith("cudnn") and not name.endswith("_t") and not CUDNN_OK.match(name):
+        return R_CUDNN
+    if OTHER_LIBRARY.match(name):
+        return R_LIBRARY
+    if RUNTIME_CODE.match(name):
+        return R_RUNTIME_CODE
+    if name in STREAM_NAMES or name in CALLBACK_NAMES:
+        return R_STREAM
+    if name in L2_NAMES:
+        return R_L2
+    if name in DEVICE_CONFIG:
+        return R_DEVICE_CONFIG
+    if name in SYSTEM_CALLS:
+        return R_SYSTEM
+    if name in FILE_CALLS or name in FILE_TYPES:
+        return R_FILE
+    if name in SLEEP_CALLS:
+        return R_SLEEP
+    if fp32 and (LOWP_IDENT.match(name) or LOWP_CONSTANTS.match(name) or name in HALF_TYPES or name == "wmma"):
+        return R_CPP_PRECISION
+    return None
+
+
+def _paste_macros(toks: list[Token]) -> dict[str, tuple[list[str], list[Token]]]:
+    """Function-like and object-like macros whose body uses ``##``: name -> (params, body)."""
+    out: dict[str, tuple[list[str], list[Token]]] = {}
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t.in_directive and t.kind == IDENT and (i == 0 or not toks[i - 1].in_directive or toks[i - 1].line != t.line):
+            # first body token of a #define line is the macro name (the lexer drops the word "define")
+            j = i + 1
+            params: list[str] = []
+            if j < len(toks) and toks[j].text == "(" and toks[j].in_directive:
+                close = _match_paren(toks, j)
+                params = [x.text for x in toks[j + 1 : close] if x.kind == IDENT]
+                j = close + 1
+            body = []
+            while j < len(toks) and toks[j].in_directive and toks[j].line == t.line:
+                body.append(toks[j])
+                j += 1
+            if any(b.text == "##" for b in body):
+                out[t.text] = (params, body)
+            i = j
+            continue
+        i += 1
+    return out
+
+
 @cpp_check
 def _check_token_paste(unit: CppUnit, units: list[CppUnit], ctx: Context) -> None:
+    """Expand ``##`` in macros with the arguments of each use and check the names it builds."""
     toks = unit.tokens
+    macros = {}
+    for u in units:  # macros may come from a header of the solution
+        macros.update(_paste_macros(u.tokens))
+    if not macros:
+        return
     for i, t in enumerate(toks):
-        if t.text != "##" or t.kind != PUNCT:
+        if t.kind != IDENT or t.text not in macros or t.in_directive:
             continue
-        for nb in (_prev(toks, i), _next(toks, i)):
-            if nb is not None and nb.kind == IDENT and any(s.startswith(nb.text) or nb.text.startswith(s) for s in SENSITIVE_PASTE) and len(nb.text) >= 2:
-                ctx.flag(R_TOKEN_PASTE, f"'{nb.text} ##': token pasting that builds a sensitive name hides it from the checks", unit.where(t.line))
-                break
+        params, body = macros[t.text]
+        args: list[str] = []
+        if params:
+            if _text(_next(toks, i)) != "(":
+                continue
+            close = _match_paren(toks, i + 1)
+            cur: list[str] = []
+            depth = 0
+            for x in toks[i + 2 : close]:
+                depth += x.text in "([{"
+                depth -= x.text in ")]}"
+                if x.text == "," and depth == 0:
+                    args.append("".join(cur))
+                    cur = []
+                else:
+                    cur.append(x.text)
+            args.append("".join(cur))
+        subst = dict(zip(params, args))
+        words = [subst.get(b.text, b.text) if b.kind == IDENT else b.text for b in body]
+        built: list[str] = []
+        k = 0
+        while k < len(words):
+            w = words[k]
+            while k + 2 < len(words) and words[k + 1] == "##":
+                w += words[k + 2]
+                k += 2
+            built.append(w)
+            k += 1
+        for name in built:
+            for piece in re.findall(r"[A-Za-z_$][\w$]*", name):
+                if (rule := _sensitive_name(piece, ctx.fp32_task)) is not None:
+                    ctx.flag(R_TOKEN_PASTE, f"{t.text}(...) pastes tokens into {piece!r} ({rule}): hidden names are not allowed", unit.where(t.line))
 
 
 # =========================================================================== Python rules
@@ -981,8 +1069,6 @@ def _check_torch_refs(mod: PyModule, ctx: Context) -> None:
             ctx.flag(rule, f"{name}: {'frames and loaded modules' if rule == R_PY_FRAME else 'process state'} are off limits to a solution", w)
         elif top == "os" and attr and attr not in OS_OK:
             ctx.flag(R_PY_PROCESS, f"{name}: only os.path is allowed in a solution", w)
-        if name.split(".")[-1] == "elapsed_time":
-            ctx.flag(R_PY_TIMER, f"{name}: a solution must not time itself", w)
 
 
 @py_check
@@ -1061,7 +1147,9 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("__torch_function__", "__torch_dispatch__"):
             ctx.flag(R_PY_LAZY, f"def {node.name}: intercepting torch calls is not allowed", w)
         elif isinstance(node, ast.Attribute):
-            if node.attr in FRAME_ATTRS:
+            if node.attr == "elapsed_time":
+                ctx.flag(R_PY_TIMER, ".elapsed_time: a solution must not time itself", w)
+            elif node.attr in FRAME_ATTRS:
                 ctx.flag(R_PY_FRAME, f".{node.attr}: frames, globals and closures of other code are off limits", w)
             elif node.attr in ("__torch_function__", "__torch_dispatch__"):
                 ctx.flag(R_PY_LAZY, f".{node.attr}: intercepting torch calls is not allowed", w)
