@@ -1,0 +1,332 @@
+"""The synthesis pipeline: compose -> static checks -> dedup -> decontaminate -> filters (in
+evaluation processes, in parallel) -> dataset + stats.
+
+Every decision is appended to ``decisions.jsonl`` in the output directory, keyed by the task's
+content hash, before anything else happens with it; a rerun with the same arguments reads that
+journal, skips what was decided, keeps what was accepted, and continues each op-count bucket
+where it stopped.  Candidate ``j`` of bucket ``b`` is composed from the seed derived from
+``(seed, b, j)``, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..tasks import KERNELBENCH_ENV, TaskError, validate_source
+from .compose import Candidate, get_composer, parse_mix, quotas
+from .decontam import ReferenceIndex, norm_hash, normalize
+from .evaluate import FilterConfig, Verdict
+from .program import ComposeError
+from .report import build_stats, plot_similarity, stats_markdown, write_dataset
+from .runner import EvalWorker
+
+DEFAULT_KERNELBENCH = "/work/shared/kernelbench/kernelbench.jsonl"
+
+
+class SynthError(RuntimeError):
+    """A setting or an input of the run is wrong; the message says which."""
+
+
+@dataclass
+class SynthResult:
+    """What a run produced."""
+
+    out_dir: Path
+    accepted: int
+    candidates: int
+    elapsed_s: float
+    stats: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _derive_seed(seed: int, bucket: str, j: int) -> int:
+    return int(hashlib.sha256(f"{seed}:{bucket}:{j}".encode()).hexdigest()[:12], 16)
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """Records of a decisions journal; a torn last line (interrupted write) is ignored."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def _resolve_kernelbench(kernelbench: str | Path | None) -> Path | None:
+    p = kernelbench or os.environ.get(KERNELBENCH_ENV) or (DEFAULT_KERNELBENCH if Path(DEFAULT_KERNELBENCH).exists()
+                                                           else None)
+    return Path(p) if p else None
+
+
+def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", device: str = "cpu",
+              workers: int | None = None, seed: int = 0, mix: str | dict[str, float] | None = None,
+              sizes: str | None = None, band_ms: tuple[float, float] | None = None, compile: bool = True,
+              compile_backend: str = "inductor", timeout_s: float | None = None,
+              compile_timeout_s: float | None = None, kernelbench: str | Path | None = None,
+              decontaminate: bool = True, max_similarity: float = 0.9, max_candidates: int | None = None,
+              composer_options: dict[str, Any] | None = None, include_transformers: bool = True,
+              progress: bool = True) -> SynthResult:
+    """Synthesize ``n`` filtered, decontaminated tasks into ``out_dir`` (resumable).
+
+    ``sizes`` is the input-size profile (``gpu`` or ``cpu``; default: ``gpu`` on cuda, ``cpu``
+    otherwise).  ``band_ms`` is the eager runtime band (default 1-100 ms on cuda, 0.1-5000 ms
+    on cpu).  ``compile=False`` skips the torch.compile filter (quick runs only).
+    """
+    if n < 1:
+        raise SynthError("--n must be at least 1")
+    if not 0.0 < max_similarity <= 1.0:
+        raise SynthError("max_similarity must be in (0, 1]")
+    t_start = time.time()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = device
+    if dev.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SynthError("device=cuda but torch sees no CUDA GPU")
+        ngpu = torch.cuda.device_count()
+    else:
+        ngpu = 0
+    profile = sizes or ("gpu" if dev.startswith("cuda") else "cpu")
+    if profile not in ("gpu", "cpu"):
+        raise SynthError(f"sizes must be 'gpu' or 'cpu', not {profile!r}")
+    n_workers = workers or (max(1, ngpu) if ngpu else max(1, (os.cpu_count() or 2)))
+    try:
+        mix_d = parse_mix(mix)
+    except ValueError as e:
+        raise SynthError(f"bad mix: {e}") from None
+
+    index: ReferenceIndex | None = None
+    if decontaminate:
+        kb = _resolve_kernelbench(kernelbench)
+        if kb is None or not kb.exists():
+            raise SynthError(f"decontamination needs KernelBench: pass --kernelbench PATH or set ${KERNELBENCH_ENV} "
+                             f"(or --no-decontaminate){f'; not found: {kb}' if kb else ''}")
+        try:
+            index = ReferenceIndex.kernelbench(kb)
+        except TaskError as e:
+            raise SynthError(str(e)) from None
+
+    from .crawl import seed_library
+
+    library = seed_library(include_transformers=include_transformers)
+    try:
+        comp = get_composer(composer, library=library, profile=profile, **(composer_options or {}))
+    except (KeyError, TypeError) as e:
+        raise SynthError(f"composer {composer!r}: {e}") from None
+    avail = comp.buckets()
+    for b in list(mix_d):
+        if b not in avail:  # e.g. no transformers installed: its share goes to the largest bucket
+            share = mix_d.pop(b)
+            top = max((k for k in mix_d if k in avail), key=lambda k: mix_d[k], default=None)
+            if top is None:
+                raise SynthError(f"composer {composer!r} cannot fill any bucket of the mix")
+            mix_d[top] += share
+    q = quotas(n, mix_d)
+
+    cfg = FilterConfig(device=dev, band_ms=band_ms, compile=compile, compile_backend=compile_backend,
+                       timeout_s=timeout_s or (120.0 if dev.startswith("cuda") else 60.0),
+                       compile_timeout_s=compile_timeout_s or (300.0 if dev.startswith("cuda") else 240.0),
+                       threads=1 if ngpu else max(1, (os.cpu_count() or 2) // n_workers))
+    settings = {"n": n, "composer": composer, "device": dev, "workers": n_workers, "seed": seed, "sizes": profile,
+                "band_ms": list(cfg.band), "compile": compile, "compile_backend": compile_backend,
+                "decontaminate": decontaminate, "max_similarity": max_similarity, "mix": mix_d, "quotas": q}
+
+    journal = out / "decisions.jsonl"
+    records = read_journal(journal)
+    decided = {r["key"] for r in records}
+    accepted = [r for r in records if r["status"] == "accepted"]
+    acc = Counter(r["bucket"] for r in accepted)
+    seen_norm = {r["norm_hash"] for r in accepted if r.get("norm_hash")}
+    next_j: Counter[str] = Counter()
+    for r in records:
+        if r.get("bucket") is not None and r.get("j") is not None:
+            next_j[r["bucket"]] = max(next_j[r["bucket"]], int(r["j"]) + 1)
+    limit = max_candidates or (40 * n + 200)
+    new_candidates = 0
+
+    jf = journal.open("a")
+
+    def record(cand: Candidate | None, bucket: str, j: int, key: str, status: str, stage: str, code: str,
+               reason: str, **kw: Any) -> dict[str, Any]:
+        rec = {"key": key, "status": status, "stage": stage, "code": code, "reason": reason, "bucket": bucket,
+               "j": j, "time": time.time(), **kw}
+        if cand is not None:
+            rec.update({"id": f"synth/{key}", "code_src": None, "ops": cand.ops, "categories": cand.categories,
+                        "op_count": cand.op_count, "composer": cand.composer, "seed": cand.seed,
+                        "family": cand.extra.get("family"), "made": cand.extra})
+            rec["source"] = cand.source
+        rec.pop("code_src", None)
+        jf.write(json.dumps(rec) + "\n")
+        jf.flush()
+        records.append(rec)
+        decided.add(key)
+        return rec
+
+    log_path = out / "eval.log"
+    wq: queue.Queue[EvalWorker] = queue.Queue()
+    evs = []
+    for i in range(n_workers):
+        env = {"CUDA_VISIBLE_DEVICES": str(i % ngpu)} if ngpu > 1 else {}
+        ev = EvalWorker(cfg, env=env, log_path=log_path)
+        evs.append(ev)
+        wq.put(ev)
+
+    def evaluate(src: str) -> Verdict:
+        w = wq.get()
+        try:
+            return w.evaluate(src)
+        finally:
+            wq.put(w)
+
+    def done() -> bool:
+        return all(acc[b] >= q[b] for b in q)
+
+    in_flight: dict[Future[Verdict], tuple[Candidate, str, int, str, str, float, str]] = {}
+    inflight_b: Counter[str] = Counter()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("[bold]synth"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[info]}"), disable=not progress, transient=False)
+    rej = Counter(r["code"] for r in records if r["status"] == "rejected")
+
+    def info() -> str:
+        top = ", ".join(f"{k}:{v}" for k, v in rej.most_common(4))
+        return f"cand {len(records)} | in flight {len(in_flight)} | rejected {sum(rej.values())} ({top})"
+
+    def finish(fut: Future[Verdict]) -> None:
+        cand, b, j, key, nh, sim, nearest = in_flight.pop(fut)
+        inflight_b[b] -= 1
+        try:
+            v = fut.result()
+        except Exception as e:  # noqa: BLE001 - never lose a decision
+            v = Verdict(ok=False, code="crash", reason=f"evaluation failed: {type(e).__name__}: {e}")
+        extra = dict(norm_hash=nh, max_similarity=sim, nearest_kernelbench=nearest, eager_ms=v.eager_ms,
+                     compile_ms=v.compile_ms, device=dev)
+        if v.ok:
+            accepted.append(record(cand, b, j, key, "accepted", "accepted", "", "", **extra))
+            acc[b] += 1
+            seen_norm.add(nh)
+        else:
+            record(cand, b, j, key, "rejected", "filter", v.code, v.reason, **extra)
+            rej[v.code] += 1
+
+    pool = ThreadPoolExecutor(n_workers)
+    stopped_reason = ""
+    try:
+        with prog:
+            task_id = prog.add_task("synth", total=n, completed=min(n, len(accepted)), info=info())
+            while not done():
+                if new_candidates >= limit:
+                    stopped_reason = f"stopped after {limit} new candidates (max_candidates)"
+                    break
+                open_b = [b for b in q if acc[b] < q[b]]
+                if len(in_flight) >= 2 * n_workers or not open_b:
+                    if not in_flight:
+                        break
+                    fin, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                    for f in fin:
+                        finish(f)
+                    prog.update(task_id, completed=min(n, len(accepted)), info=info())
+                    continue
+                # The bucket with the largest unmet quota per candidate already in flight.
+                b = max(open_b, key=lambda k: (q[k] - acc[k]) / (1 + inflight_b[k]))
+                if inflight_b[b] >= max(2, 4 * (q[b] - acc[b])) and in_flight:
+                    fin, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                    for f in fin:
+                        finish(f)
+                    continue
+                j = next_j[b]
+                next_j[b] += 1
+                cseed = _derive_seed(seed, b, j)
+                new_candidates += 1
+                try:
+                    cand = comp.compose(b, cseed)
+                except ComposeError as e:
+                    record(None, b, j, _sha(f"compose:{composer}:{seed}:{b}:{j}"), "rejected", "compose",
+                           "compose", str(e)[:500])
+                    rej["compose"] += 1
+                    continue
+                key = _sha(cand.source)
+                if key in decided:
+                    continue
+                try:
+                    validate_source(cand.source)
+                    toks = normalize(cand.source)
+                except (TaskError, SyntaxError) as e:
+                    record(cand, b, j, key, "rejected", "format", "format", str(e)[:500])
+                    rej["format"] += 1
+                    continue
+                nh = norm_hash(toks)
+                sim, nearest = index.max_similarity(cand.source) if index is not None else (None, "")
+                if nh in seen_norm:
+                    record(cand, b, j, key, "rejected", "dedup", "duplicate",
+                           "same normalized AST as an accepted or in-flight task", norm_hash=nh,
+                           max_similarity=sim, nearest_kernelbench=nearest)
+                    rej["duplicate"] += 1
+                    continue
+                if sim is not None and sim > max_similarity:
+                    record(cand, b, j, key, "rejected", "decontam", "contaminated",
+                           f"AST similarity {sim:.3f} > {max_similarity} to {nearest}", norm_hash=nh,
+                           max_similarity=sim, nearest_kernelbench=nearest)
+                    rej["contaminated"] += 1
+                    continue
+                seen_norm.add(nh)
+                fut = pool.submit(evaluate, cand.source)
+                in_flight[fut] = (cand, b, j, key, nh, sim, nearest)
+                inflight_b[b] += 1
+                prog.update(task_id, info=info())
+            # Drain: decisions already paid for are kept (they may overfill a bucket; the dataset trims).
+            for f in list(in_flight):
+                finish(f) if f.done() or f.result() is not None else None
+            prog.update(task_id, completed=min(n, len(accepted)), info=info())
+    finally:
+        for f in list(in_flight):
+            f.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for ev in evs:
+            ev.close()
+        jf.close()
+
+    # Dataset: accepted tasks, at most the quota of each bucket, in journal order.
+    take: Counter[str] = Counter()
+    rows = []
+    for r in accepted:
+        if take[r["bucket"]] < q.get(r["bucket"], 0):
+            take[r["bucket"]] += 1
+            rows.append({**r, "code": r["source"], "sha": r["key"]})
+    files: dict[str, str] = {}
+    jl, pq_path = write_dataset(rows, out)
+    files.update(jsonl=str(jl), parquet=str(pq_path), journal=str(journal))
+    elapsed = time.time() - t_start
+    settings["stopped"] = stopped_reason
+    stats = build_stats(records, rows, settings, elapsed_s=elapsed)
+    (out / "stats.json").write_text(json.dumps(stats, indent=2))
+    png = plot_similarity([r["max_similarity"] for r in rows if r.get("max_similarity") is not None],
+                          [r["max_similarity"] for r in records if r.get("max_similarity") is not None],
+                          max_similarity, out / "similarity.png")
+    (out / "stats.md").write_text(stats_markdown(stats))
+    files.update(stats=str(out / "stats.md"), stats_json=str(out / "stats.json"))
+    if png:
+        files["similarity_png"] = str(png)
+    return SynthResult(out_dir=out, accepted=len(rows), candidates=len(records), elapsed_s=elapsed, stats=stats,
+                       files=files)

@@ -1,0 +1,124 @@
+"""Dataset output and the stats report: parquet + JSONL with a ``code`` column, ``stats.json``,
+``stats.md`` and the similarity histogram (``similarity.png``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("id", "code", "sha", "norm_hash", "bucket", "op_count", "ops", "categories", "composer", "seed",
+           "max_similarity", "nearest_kernelbench", "eager_ms", "device", "family")
+
+
+def write_dataset(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path]:
+    """``tasks.jsonl`` and ``tasks.parquet`` (lists stored as JSON strings in parquet-friendly form)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    recs = [{k: r.get(k) for k in COLUMNS} for r in rows]
+    jl = out_dir / "tasks.jsonl"
+    with jl.open("w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+    table = pa.Table.from_pylist(recs, schema=pa.schema([
+        ("id", pa.string()), ("code", pa.string()), ("sha", pa.string()), ("norm_hash", pa.string()),
+        ("bucket", pa.string()), ("op_count", pa.int64()), ("ops", pa.list_(pa.string())),
+        ("categories", pa.list_(pa.string())), ("composer", pa.string()), ("seed", pa.int64()),
+        ("max_similarity", pa.float64()), ("nearest_kernelbench", pa.string()), ("eager_ms", pa.float64()),
+        ("device", pa.string()), ("family", pa.string())]))
+    pq_path = out_dir / "tasks.parquet"
+    pq.write_table(table, pq_path)
+    return jl, pq_path
+
+
+def histogram(values: list[float], bins: int = 20) -> list[int]:
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, max(0, int(v * bins)))] += 1
+    return counts
+
+
+def plot_similarity(accepted: list[float], all_candidates: list[float], threshold: float, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    edges = [i / 40 for i in range(41)]
+    if all_candidates:
+        ax.hist(all_candidates, bins=edges, alpha=0.4, label=f"all candidates ({len(all_candidates)})")
+    if accepted:
+        ax.hist(accepted, bins=edges, alpha=0.8, label=f"accepted tasks ({len(accepted)})")
+    ax.axvline(threshold, color="red", linestyle="--", label=f"threshold {threshold}")
+    ax.set_xlabel("max AST similarity to KernelBench L1-L3")
+    ax.set_ylabel("tasks")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def build_stats(records: list[dict[str, Any]], accepted: list[dict[str, Any]], settings: dict[str, Any],
+                elapsed_s: float | None = None) -> dict[str, Any]:
+    rejected = [r for r in records if r["status"] == "rejected"]
+    sims_acc = [r["max_similarity"] for r in accepted if r.get("max_similarity") is not None]
+    sims_all = [r["max_similarity"] for r in records if r.get("max_similarity") is not None]
+    n_acc = len(accepted)
+    mix = Counter(r["bucket"] for r in accepted)
+    cats = Counter(c for r in accepted for c in r.get("categories") or [])
+    ops = Counter(o for r in accepted for o in r.get("ops") or [])
+    return {
+        "accepted": n_acc, "candidates": len(records), "rejected": len(rejected),
+        "acceptance_rate": n_acc / len(records) if records else 0.0,
+        "op_count_mix": {k: {"count": v, "share": v / n_acc} for k, v in sorted(mix.items())},
+        "categories": dict(cats.most_common()),
+        "distinct_ops": len(ops), "top_ops": dict(ops.most_common(25)),
+        "rejections_by_code": dict(Counter(r["code"] for r in rejected).most_common()),
+        "rejections_by_stage": dict(Counter(r["stage"] for r in rejected).most_common()),
+        "top_rejection_reasons": dict(Counter(r["reason"][:120] for r in rejected).most_common(25)),
+        "similarity_histogram_accepted": histogram(sims_acc),
+        "similarity_histogram_all": histogram(sims_all),
+        "max_similarity_accepted": max(sims_acc) if sims_acc else None,
+        "eager_ms": _quantiles([r["eager_ms"] for r in accepted if r.get("eager_ms") is not None]),
+        "elapsed_s": elapsed_s, "settings": settings,
+    }
+
+
+def _quantiles(xs: list[float]) -> dict[str, float]:
+    if not xs:
+        return {}
+    xs = sorted(xs)
+    return {q: xs[min(len(xs) - 1, int(p * len(xs)))] for q, p in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))} | {
+        "min": xs[0], "max": xs[-1]}
+
+
+def stats_markdown(stats: dict[str, Any]) -> str:
+    s = stats
+    L = ["# Synthesis run stats", "",
+         f"- accepted: **{s['accepted']}** of {s['candidates']} candidates "
+         f"(acceptance {s['acceptance_rate']:.1%}); distinct seed ops used: {s['distinct_ops']}"]
+    if s.get("elapsed_s"):
+        L.append(f"- wall time: {s['elapsed_s']:.0f} s ({60 * s['accepted'] / max(s['elapsed_s'], 1e-9):.2f} "
+                 "accepted tasks/min)")
+    L.append(f"- eager ms (accepted): {json.dumps({k: round(v, 3) for k, v in s['eager_ms'].items()})}")
+    L.append(f"- settings: `{json.dumps(s['settings'])}`")
+    L += ["", "## Op-count mix (accepted)", "", "| bucket | count | share |", "|---|---|---|"]
+    L += [f"| {k} | {v['count']} | {v['share']:.2%} |" for k, v in s["op_count_mix"].items()]
+    L += ["", "## Categories (op occurrences in accepted tasks)", "", "| category | ops |", "|---|---|"]
+    L += [f"| {k} | {v} |" for k, v in s["categories"].items()]
+    L += ["", "## Rejections by reason code", "", "| code | count |", "|---|---|"]
+    L += [f"| {k} | {v} |" for k, v in s["rejections_by_code"].items()]
+    L += ["", "## Most frequent rejection messages", "", "| message | count |", "|---|---|"]
+    L += [f"| {k.replace('|', '/')} | {v} |" for k, v in s["top_rejection_reasons"].items()]
+    L += ["", "## Max AST similarity to KernelBench (20 bins over [0, 1])", "",
+          "| bin | accepted | all candidates |", "|---|---|---|"]
+    for i, (a, b) in enumerate(zip(s["similarity_histogram_accepted"], s["similarity_histogram_all"])):
+        L.append(f"| {i / 20:.2f}-{(i + 1) / 20:.2f} | {a} | {b} |")
+    L += ["", "![similarity](similarity.png)"]
+    return "\n".join(L) + "\n"
