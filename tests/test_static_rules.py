@@ -296,6 +296,29 @@ CPP_ATTACKS = [
           half2 v; // <-
         }
         """),
+    ("cpp-torch-compute", "kernels/op_binding.cpp", """
+        #include "cuda_agent_binding.h"
+        at::Tensor f(at::Tensor a) {
+          a[0] = 1; // <-
+          return a;
+        }
+        """),
+    ("cpp-torch-compute", "kernels/op_binding.cpp", """
+        #include "cuda_agent_binding.h"
+        at::Tensor f(const at::Tensor& a, const at::Tensor& b) {
+          return a.operator+(b); // <-
+        }
+        """),
+    ("cpp-python-api", "kernels/op_binding.cpp", """
+        #include "cuda_agent_binding.h"
+        void patch() {
+          pybind11::module_::import("torch").attr("allclose") = pybind11::none(); // <-
+        }
+        """),
+    ("cpp-python-api", "kernels/k.cpp", """
+        extern "C" int PyRun_SimpleString(const char*);
+        extern "C" int launch(float* x, void*) { return PyRun_SimpleString("import torch"); } // <-
+        """),
     ("cpp-token-paste", "kernels/k.cu", """
         #define CAT(a, b) a##b
         extern "C" int launch(float* x, void* stream) {
@@ -416,6 +439,28 @@ def test_torch_header_allowed_in_kernelbench_profile(tmp_path):
     assert check_sources(ws, profile="kernelbench") == []
 
 
+def test_tensor_names_are_scoped_to_their_function(tmp_path):
+    """A kernel's float* x and the wrapper's torch::Tensor x are different variables."""
+    code = """
+        #include <torch/extension.h>
+        __global__ void k(const float* x, float* y, int n) {
+          const float* p = x + blockIdx.x;
+          y[threadIdx.x] = p[0] * 2.f;
+        }
+        torch::Tensor run(torch::Tensor x) {
+          auto y = torch::empty_like(x);
+          k<<<1, 1>>>(x.data_ptr<float>(), y.data_ptr<float>(), (int)x.numel());
+          return y;
+        }
+        """
+    f = tmp_path / "model_new.py"
+    q = "'" * 3
+    f.write_text("from torch.utils.cpp_extension import load_inline\nSRC = " + q + textwrap.dedent(code) + q + "\nm = load_inline('m', cpp_sources='', cuda_sources=SRC, extra_cuda_cflags=['-O3', '-DBLOCK=256'])\n")
+    assert check_sources(f, profile="kernelbench") == []
+    f.write_text(f.read_text().replace("return y;", "return y + x;"))
+    assert {(v.rule, v.where) for v in check_sources(f, profile="kernelbench")} == {("cpp-torch-compute", "model_new.py:11")}
+
+
 def test_stream_with_join_is_allowed(tmp_path):
     code = """
         extern "C" int launch(float* x, void* stream) {
@@ -476,6 +521,11 @@ PY_ATTACKS = [
     ("py-precision-downgrade", "ctx = torch.autocast('cuda') # <-"),
     ("py-unresolvable-source", "from torch.utils.cpp_extension import load_inline\ndef src():\n    return ''\nm = load_inline('m', cpp_sources=src()) # <-"),
     ("py-syntax-error", "def broken(:  # <-"),
+    ("py-monkeypatch", "type(torch.empty(1)).__eq__ = lambda a, b: True # <-"),
+    ("py-dynamic-code", "import functools\npatch = functools.partial(setattr, torch) # <-"),
+    ("py-unresolvable-source", "import functools\nfrom torch.utils.cpp_extension import load_inline\nL = functools.partial(load_inline, 'm') # <-"),
+    ("py-build-flags", "from torch.utils.cpp_extension import load_inline\nm = load_inline('m', cpp_sources='int f();', extra_cflags=['-DFAST=at::matmul']) # <-"),
+    ("py-build-flags", "from torch.utils.cpp_extension import load_inline\nm = load_inline('m', cpp_sources='int f();', extra_ldflags=['-Wl,--wrap=cudaEventElapsedTime']) # <-"),
 ]
 
 

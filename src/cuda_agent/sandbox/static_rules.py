@@ -71,6 +71,7 @@ R_INTERPOSE = _rule("cpp-symbol-interposition", 11, "defining a CUDA/cuBLAS/libc
 R_LOAD_HOOK = _rule("cpp-load-time-hook", 5, "code that runs when the library is loaded (constructor attributes, .init_array)")
 R_RUNTIME_CODE = _rule("cpp-runtime-code", 2, "compiling or loading device code at run time (NVRTC, cuModuleLoad*, cuLibraryLoad*)")
 R_CPP_PRECISION = _rule("cpp-precision-downgrade", 8, "FP16/BF16/FP8/TF32 types, intrinsics, tensor-core MMA or math modes in an FP32 task")
+R_PYTHON_API = _rule("cpp-python-api", 5, "the Python interpreter from C++ (py::module_::import, py::exec/eval, .attr(), Py* C API)")
 R_TOKEN_PASTE = _rule("cpp-token-paste", 2, "token pasting (##) that builds a sensitive identifier")
 # Python
 R_PY_SYNTAX = _rule("py-syntax-error", None, "Python source that does not parse")
@@ -90,6 +91,7 @@ R_PY_TRY = _rule("py-try-fallback", 1, "try/except in the solution (fallback pat
 R_PY_REFERENCE = _rule("py-reference-model", 1, "using the reference Model (subclassing, instantiating, importing model.py)")
 R_PY_LAZY = _rule("py-lazy-tensor", 9, "tensor subclasses, __torch_function__/__torch_dispatch__")
 R_PY_PRECISION = _rule("py-precision-downgrade", 8, "half/bfloat16/fp8 dtypes, autocast, TF32 switches in an FP32 task")
+R_PY_BUILD_FLAGS = _rule("py-build-flags", 2, "load_inline/load compiler or linker flags that inject code or symbols (-D with code, -include, -Wl,--wrap, ...)")
 R_PY_UNRESOLVED = _rule("py-unresolvable-source", 2, "C++ sources for load_inline/load that cannot be resolved statically")
 R_SOURCE_ERROR = _rule("source-error", None, "a source that cannot be found or read")
 
@@ -307,9 +309,9 @@ TORCH_ALLOWED = frozenset(
     kHalf kFloat16 kBFloat16 Half BFloat16 kCUDA kCPU kStrided Contiguous
     cuda getCurrentCUDAStream getDefaultCUDAStream CUDAStream CUDAGuard OptionalCUDAGuard
     getCurrentDeviceProperties getDeviceProperties current_device device_count getCurrentCUDABlasHandle
-    getCurrentCUDABlasLtHandle DeviceGuard OptionalDeviceGuard NoGradGuard InferenceMode Library Generator""".split()
+    getCurrentCUDABlasLtHandle DeviceGuard OptionalDeviceGuard NoGradGuard InferenceMode Generator""".split()
 )
-C10_DENIED = frozenset({"Dispatcher", "OperatorHandle", "OperatorName", "impl", "getStreamFromPool", "DispatchKeySet", "KernelFunction", "BoxedKernel"})
+C10_DENIED = frozenset({"DispatchKey", "Library", "Dispatcher", "OperatorHandle", "OperatorName", "impl", "getStreamFromPool", "DispatchKeySet", "KernelFunction", "BoxedKernel"})
 # Tensor methods that compute (flagged on member calls in files that can see torch types).
 TENSOR_COMPUTE = frozenset(
     """add add_ sub sub_ mul mul_ div div_ true_divide matmul mm bmm addmm addmm_ addmv baddbmm addbmm mv dot
@@ -477,10 +479,59 @@ def _check_includes(unit: CppUnit, units: list[CppUnit], ctx: Context) -> None:
                 ctx.flag(R_TORCH_HEADER, f"#include <{h}> in a binding: include only {BINDING_HEADER} from torch", unit.where(d.line))
 
 
-def _tensor_names(toks: list[Token]) -> tuple[set[str], set[int]]:
-    """Names of variables declared as tensors (``at::Tensor x``, ``auto y = at::empty(...)``), and the declaring token indices."""
-    names: set[str] = set()
+def _scopes(toks: list[Token]) -> list[int]:
+    """Per token, the index of the outermost ``{`` of the function it belongs to (-1 at file scope).
+
+    A function's parameter list belongs to its body's scope; ``namespace X {`` and
+    ``extern "C" {`` blocks are transparent.
+    """
+    scope = [-1] * len(toks)
+    depth, current, transparent = 0, -1, []
+    pending: list[int] = []  # file-scope tokens since the last ';' or '}' (a function header)
+    for i, t in enumerate(toks):
+        if t.text == "{" and t.kind == PUNCT:
+            prev = _prev(toks, i)
+            if depth == 0 and prev is not None and (prev.text == "namespace" or _text(_prev(toks, i - 1)) == "namespace" or prev.kind == STRING):
+                transparent.append(True)
+                pending = []
+                continue
+            transparent.append(False)
+            if depth == 0:
+                current = i
+                for k in pending:
+                    scope[k] = i
+                pending = []
+            depth += 1
+        elif t.text == "}" and t.kind == PUNCT and transparent:
+            if transparent.pop():
+                continue
+            depth -= 1
+            if depth == 0:
+                scope[i] = current
+                current = -1
+                continue
+        if depth > 0:
+            scope[i] = current
+        elif t.text == ";":
+            pending = []
+        else:
+            pending.append(i)
+    return scope
+
+
+def _tensor_names(toks: list[Token]) -> tuple[set[int], set[int]]:
+    """Token indices that name tensor variables (declared ``at::Tensor x`` or ``auto y = at::empty(...)``
+    in the same function or at file scope), and the indices of the declarations themselves."""
+    names: set[str] = set()  # "scope:name" (scope -1 = file scope)
     decl: set[int] = set()
+    scope = _scopes(toks)
+
+    def key(j: int) -> str:
+        return f"{scope[j]}:{toks[j].text}"
+
+    def known(j: int) -> bool:
+        return key(j) in names or f"-1:{toks[j].text}" in names
+
     for _ in range(2):
         for i, t in enumerate(toks):
             if t.kind != IDENT:
@@ -490,7 +541,7 @@ def _tensor_names(toks: list[Token]) -> tuple[set[str], set[int]]:
                 while j < len(toks) and toks[j].text in ("const", "&", "&&", "__restrict__"):
                     j += 1
                 if j + 1 < len(toks) and toks[j].kind == IDENT and toks[j + 1].text in (",", ")", "=", ";", "{", "(", "["):
-                    names.add(toks[j].text)
+                    names.add(key(j))
                     decl.add(j)
             elif t.text == "auto":
                 j = i + 1
@@ -503,13 +554,14 @@ def _tensor_names(toks: list[Token]) -> tuple[set[str], set[int]]:
                         while k + 2 < len(toks) and toks[k + 1].text == "::":
                             k += 2
                         if toks[k].text in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "from_blob"):
-                            names.add(toks[j].text)
+                            names.add(key(j))
                             decl.add(j)
-                    elif rhs.text in names and after is not None:
+                    elif known(j + 2) and after is not None:
                         if after.text == ";" or (after.text == "." and _text(_next(toks, j + 3)) in VIEW_METHODS):
-                            names.add(toks[j].text)
+                            names.add(key(j))
                             decl.add(j)
-    return names, decl
+    occurrences = {j for j in range(len(toks)) if toks[j].kind == IDENT and known(j) and not _is_member(toks, j) and _qualifier(toks, j) is None}
+    return occurrences, decl
 
 
 def _declared_functions(toks: list[Token]) -> set[str]:
@@ -556,12 +608,19 @@ def _check_torch_compute(unit: CppUnit, units: list[CppUnit], ctx: Context) -> N
             continue
         if t.text in ("at", "torch") and _text(nxt) != "::" and not _is_member(toks, i) and _qualifier(toks, i) is None and _text(_prev(toks, i)) != "#":
             ctx.flag(R_TORCH_COMPUTE, f"'{t.text}' used outside a qualified name (using-directive, namespace alias or macro): the torch names it brings in cannot be checked", unit.where(t.line))
+        if t.text == "operator" and _is_member(toks, i):
+            ctx.flag(R_TORCH_COMPUTE, ".operator...(): explicit operator calls on tensors are torch compute", unit.where(t.line))
+        if i in tensors and _text(nxt) == "[" and i not in declaring:
+            close = _match_paren(toks, i + 1)
+            after = _text(_next(toks, close))
+            if after == "=" or after in BIN_OPS:
+                ctx.flag(R_TORCH_COMPUTE, f"{t.text}[...] {after} ...: indexing arithmetic/assignment on a tensor runs torch operators", unit.where(t.line))
         if _is_member(toks, i) and _text(nxt) in ("(", "<") and t.text in TENSOR_COMPUTE:
             if ctx.profile == "kernelbench" and t.text in TENSOR_LAYOUT:
                 continue
             ctx.flag(R_TORCH_COMPUTE, f".{t.text}(): tensor compute method in C++ (only data_ptr, sizes, strides, options, views and other metadata are allowed)", unit.where(t.line))
         if (
-            t.text in tensors and i not in declaring and not _is_member(toks, i) and _qualifier(toks, i) is None
+            i in tensors and i not in declaring and not _is_member(toks, i) and _qualifier(toks, i) is None
             and _text(nxt) not in (".", "->", "(", "[", "::")
         ):
             prev, before = _prev(toks, i), toks[i - 2] if i >= 2 else None
@@ -571,13 +630,14 @@ def _check_torch_compute(unit: CppUnit, units: list[CppUnit], ctx: Context) -> N
             if binary_after or binary_before or unary_before:
                 ctx.flag(R_TORCH_COMPUTE, f"arithmetic on tensor '{t.text}' in C++ calls torch operators", unit.where(t.line))
         if (
-            t.text not in tensors and _is_call(toks, i) and not _is_member(toks, i) and _qualifier(toks, i) is None
+            i not in tensors and _is_call(toks, i) and not _is_member(toks, i) and _qualifier(toks, i) is None
             and t.text not in KEYWORDS and t.text not in declared and t.text not in ADL_SAFE and not t.text.isupper()
             and tensors
         ):
             close = _match_paren(toks, i + 1)
             args, depth, cur = [], 0, []
-            for tok in toks[i + 2 : close]:
+            for k in range(i + 2, close):
+                tok = toks[k]
                 if tok.text in "([{":
                     depth += 1
                 elif tok.text in ")]}":
@@ -586,10 +646,36 @@ def _check_torch_compute(unit: CppUnit, units: list[CppUnit], ctx: Context) -> N
                     args.append(cur)
                     cur = []
                 else:
-                    cur.append(tok)
+                    cur.append(k)
             args.append(cur)
-            if any(len(a) == 1 and a[0].text in tensors for a in args):
+            if any(len(a) == 1 and a[0] in tensors for a in args):
                 ctx.flag(R_TORCH_COMPUTE, f"{t.text}(tensor, ...): an unqualified call on tensors resolves to torch operators by argument-dependent lookup", unit.where(t.line))
+
+
+PY_CPP_API = re.compile(r"^(Py[A-Z][A-Za-z]*_\w+|PyRun\w*|Py_(Initialize|Finalize|CompileString)\w*)$")
+
+
+@cpp_check
+def _check_python_api(unit: CppUnit, units: list[CppUnit], ctx: Context) -> None:
+    toks = unit.tokens
+    for i, parts in _qualified_names(toks):
+        if parts[0] in ("py", "pybind11") and any(p in ("import", "exec", "eval", "eval_file", "globals", "reinterpret_steal", "reinterpret_borrow") for p in parts[1:]):
+            ctx.flag(R_PYTHON_API, f"{'::'.join(parts)}: reaching into the Python interpreter from C++ can patch the checker", unit.where(toks[i].line))
+    for i, t in enumerate(toks):
+        if t.kind != IDENT:
+            continue
+        if PY_CPP_API.match(t.text):
+            ctx.flag(R_PYTHON_API, f"{t.text}: the Python C API from a solution can patch the checker", unit.where(t.line))
+        elif t.text == "attr" and _is_member(toks, i) and _is_call(toks, i) and unit.torch_aware:
+            ctx.flag(R_PYTHON_API, ".attr(...): Python attribute access from C++ can patch the checker", unit.where(t.line))
+        elif t.text in ("asm", "__asm__", "__asm") and _text(_next(toks, i)) in ("(", "volatile", "__volatile__"):
+            j = i + 1
+            while j < len(toks) and toks[j].text != "(":
+                j += 1
+            if j < len(toks) and any(
+                s.kind == STRING and re.search(r"\b(syscall|sysenter|int\s+\$?0x80)\b", s.value) for s in toks[j : _match_paren(toks, j) + 1]
+            ):
+                ctx.flag(R_SYSTEM, "inline assembly system call", unit.where(t.line))
 
 
 @cpp_check
@@ -850,7 +936,7 @@ def _check_token_paste(unit: CppUnit, units: list[CppUnit], ctx: Context) -> Non
 STRICT_ALLOWED_IMPORTS = frozenset(
     {"torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parameter", "torch.utils.cpp_extension",
      "math", "typing", "typing_extensions", "dataclasses", "functools", "itertools", "operator", "collections",
-     "enum", "abc", "numbers", "__future__", "os", "os.path", "cuda_agent", "cuda_agent.ext", "warnings"}
+     "enum", "abc", "numbers", "__future__", "os", "os.path", "cuda_agent", "cuda_agent.ext", "warnings", "collections.abc"}
 )
 FORBIDDEN_IMPORTS: dict[str, int] = {
     "ctypes": 5, "cffi": 5, "subprocess": 17, "socket": 17, "ssl": 17, "http": 17, "urllib": 17, "requests": 17,
@@ -1080,6 +1166,8 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
     def root_name(node: ast.AST) -> ast.Name | None:
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             node = node.value
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type":
+            return node.func  # type(x).attr = ...: patches the class of an object (a tensor, a module)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("vars", "__import__") and node.args:
             return root_name(node.args[0]) or (node.func if node.func.id == "__import__" else None)
         return node if isinstance(node, ast.Name) else None
@@ -1088,12 +1176,17 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
         r = root_name(node)
         if r is None:
             return None
-        if r.id == "__import__":
-            return "__import__"
+        if r.id in ("__import__", "type"):
+            return f"{r.id}(...)"
         if r.id in module_names or r.id in ref_names:
             return mod.aliases.get(r.id, r.id)
         return None
 
+    targets_all: list[ast.AST] = [
+        sub for n in ast.walk(mod.tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete))
+        for t in (n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]) for sub in ast.walk(t)
+        if isinstance(sub, (ast.Attribute, ast.Subscript))
+    ]
     reported: set[int] = set()  # Name nodes already reported as a base class or a call
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.ClassDef):
@@ -1118,6 +1211,9 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
         if isinstance(node, ast.Call):
             f = node.func
             fname = f.id if isinstance(f, ast.Name) else None
+            if attr_name := (f.attr if isinstance(f, ast.Attribute) else ""):
+                if attr_name in ("__setattr__", "__delattr__"):
+                    ctx.flag(R_PY_PATCH, f".{attr_name}(): patching objects through dunder setters is not allowed", w)
             if fname in ("setattr", "delattr") and node.args and is_module_or_ref(node.args[0]):
                 ctx.flag(R_PY_PATCH, f"{fname}() on {is_module_or_ref(node.args[0])}: patching modules or the reference is not allowed", w)
             elif fname in ("getattr", "hasattr") and len(node.args) >= 2 and (owner := is_module_or_ref(node.args[0])):
@@ -1147,12 +1243,19 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("__torch_function__", "__torch_dispatch__"):
             ctx.flag(R_PY_LAZY, f"def {node.name}: intercepting torch calls is not allowed", w)
         elif isinstance(node, ast.Attribute):
+            if node.attr in ("__class__", "__dict__") and any(node is getattr(t, "value", None) for t in targets_all):
+                ctx.flag(R_PY_PATCH, f".{node.attr} assignment: changing an object's class or namespace is not allowed", w)
             if node.attr == "elapsed_time":
                 ctx.flag(R_PY_TIMER, ".elapsed_time: a solution must not time itself", w)
             elif node.attr in FRAME_ATTRS:
                 ctx.flag(R_PY_FRAME, f".{node.attr}: frames, globals and closures of other code are off limits", w)
             elif node.attr in ("__torch_function__", "__torch_dispatch__"):
                 ctx.flag(R_PY_LAZY, f".{node.attr}: intercepting torch calls is not allowed", w)
+        elif (
+            isinstance(node, ast.Name) and node.id in DYNAMIC_BUILTINS | {"setattr", "delattr", "open"}
+            and id(node) not in reported and node.id not in shadowed and isinstance(node.ctx, ast.Load)
+        ):
+            ctx.flag(R_PY_DYNAMIC, f"{node.id} used as a value: builtins that run code or patch objects must be called directly", w)
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
             ctx.flag(R_PY_FRAME, f"{node.id}: interpreter internals are off limits", w)
         elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
@@ -1243,6 +1346,27 @@ def _join(pieces: list[_Piece], sep: str = "") -> _Piece:
     return _Piece(text, line_map)
 
 
+SAFE_DEFINE = re.compile(r"^-D\s*[A-Za-z_]\w*(=[\w.+-]*)?$")
+BAD_FLAG = re.compile(r"^(-include|-imacros|--preinclude|-U|--wrap|-Wl,.*(--wrap|--defsym|-init|-fini|--undefined|-z\s*initfirst|--dynamic-list)|-Xlinker|-fplugin|-specs|--compiler-bindir|-ccbin|-B)")
+
+
+def _check_build_flags(mod: PyModule, ctx: Context, call: ast.Call, env: dict[str, ast.AST]) -> None:
+    for k in call.keywords:
+        if k.arg not in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_sycl_cflags", "extra_include_paths"):
+            continue
+        flags = _const_string_list(k.value, env)
+        if flags is None:
+            ctx.flag(R_PY_UNRESOLVED, f"{k.arg}=... is not a list of literal flags: it cannot be checked", mod.where(k.value))
+            continue
+        for fl in flags:
+            fl = fl.strip()
+            if k.arg == "extra_include_paths":
+                if fl.startswith("/") or ".." in Path(fl).parts:
+                    ctx.flag(R_PY_BUILD_FLAGS, f"include path {fl!r}: only the solution's own directory may be added", mod.where(k.value))
+            elif (fl.startswith("-D") and not SAFE_DEFINE.match(fl)) or BAD_FLAG.match(fl):
+                ctx.flag(R_PY_BUILD_FLAGS, f"flag {fl!r} injects code or symbols the static checks cannot see", mod.where(k.value))
+
+
 def _collect_inline_sources(mod: PyModule, ctx: Context) -> None:
     env: dict[str, ast.AST] = {}
     for node in ast.walk(mod.tree):
@@ -1251,12 +1375,16 @@ def _collect_inline_sources(mod: PyModule, ctx: Context) -> None:
             env[node.targets[0].id] = node.value if node.targets[0].id not in env else ast.Name("<reassigned>")
         elif isinstance(node, (ast.AugAssign,)) and isinstance(node.target, ast.Name):
             env[node.target.id] = ast.Name("<reassigned>")
+    handled: set[int] = set()
     for node in ast.walk(mod.tree):
         if not isinstance(node, ast.Call):
             continue
         d = mod.dotted(node.func) if isinstance(node.func, (ast.Attribute, ast.Name)) else None
         fname = d or (node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else "")
         last = fname.split(".")[-1]
+        if last in ("load_inline", "load") and (last == "load_inline" or (d or "").startswith("torch.utils.cpp_extension")):
+            handled.add(id(node.func))
+            _check_build_flags(mod, ctx, node, env)
         if last == "load_inline":
             kw = {k.arg: k.value for k in node.keywords if k.arg}
             pos = ["name", "cpp_sources", "cuda_sources"]
@@ -1287,12 +1415,16 @@ def _collect_inline_sources(mod: PyModule, ctx: Context) -> None:
                 if not p.is_file():
                     ctx.flag(R_PY_UNRESOLVED, f"cpp_extension.load source {f!r} is not a file of the solution", mod.where(node))
                     continue
-                if p.resolve() in {(ctx.root / u).resolve() for u in []}:
-                    continue
                 unit = _file_unit(p, ctx.root, ctx)
                 if unit is not None:
                     unit.kind = "inline"
                     mod.cpp_units.append(unit)
+    inner = {id(n.value) for n in ast.walk(mod.tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(mod.tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in inner and id(node) not in handled:
+            d = mod.dotted(node)
+            if d and d.startswith("torch.utils.cpp_extension.") and not isinstance(getattr(node, "ctx", None), ast.Store):
+                ctx.flag(R_PY_UNRESOLVED, f"{d} used other than as a direct load_inline(...)/load(...) call: its sources cannot be checked", mod.where(node))
 
 
 def _const_string_list(node: ast.AST, env: dict[str, ast.AST]) -> list[str] | None:
