@@ -57,13 +57,14 @@ def kernelbench_jsonl() -> Path:
     return p
 
 
-def copy_example(dst: Path, **replace: str | Path | None) -> Path:
+def copy_example(dst: Path, replace: dict[str, str | Path | None] | None = None) -> Path:
     """Copy the CPU example's solution to ``dst``; ``replace`` maps a relative path
-    (``kernels/swish.cpp``, ``model_new.py``; use ``__`` for ``/``) to new text, a fixture
-    file to copy, or None to delete it."""
+    (``kernels/swish.cpp``, ``model_new.py``) to new text, a fixture file to copy, or None
+    to delete it."""
     shutil.copytree(EXAMPLE / "solution", dst)
-    for rel, val in replace.items():
-        target = dst / rel.replace("__", "/")
+    for rel, val in (replace or {}).items():
+        target = dst / rel
+        assert target.parent.is_dir(), target
         if val is None:
             target.unlink()
         elif isinstance(val, Path):
@@ -75,7 +76,8 @@ def copy_example(dst: Path, **replace: str | Path | None) -> Path:
 
 @pytest.fixture
 def make_solution(tmp_path):
-    """``make_solution(name, **replace)`` -> a copy of the example solution with files swapped."""
-    def make(name: str = "sol", **replace):
-        return copy_example(tmp_path / name, **replace)
+    """``make_solution(name, {"kernels/swish.cpp": text_or_path})`` -> a copy of the example
+    solution with files swapped."""
+    def make(name: str = "sol", replace: dict | None = None):
+        return copy_example(tmp_path / name, replace)
     return make
