@@ -684,3 +684,9 @@ def test_bad_input_gives_a_violation_not_a_traceback(tmp_path):
 def test_rules_table_lists_every_rule():
     table = rules_table()
     assert all(f"`{r}`" in table for r in RULES)
+
+
+def test_docs_list_every_rule():
+    doc = (Path(__file__).parents[1] / "docs" / "static-rules.md").read_text()
+    missing = [r for r in RULES if f"`{r}`" not in doc]
+    assert not missing, f"docs/static-rules.md does not list {missing}"
