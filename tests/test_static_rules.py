@@ -648,7 +648,7 @@ def test_cpp_extension_load_files_are_checked(tmp_path):
 # ------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.mark.parametrize("fixture", ["legit_cuda", "legit_cpu", "legit_libs", "legit_load_inline.py"])
+@pytest.mark.parametrize("fixture", ["legit_cuda", "legit_cpu", "legit_libs", "legit_load_inline.py", "legit_kernelbench_style.py"])
 @pytest.mark.parametrize("profile", ["strict", "kernelbench"])
 def test_legitimate_fixture_solutions_are_clean(fixture, profile):
     assert check_sources(FIXTURES / fixture, profile=profile) == []

@@ -306,7 +306,7 @@ TORCH_ALLOWED = frozenset(
     empty empty_like empty_strided zeros zeros_like ones ones_like from_blob
     dtype device layout requires_grad memory_format elementSize toString typeMetaToScalarType
     kFloat kFloat32 kDouble kFloat64 kInt kInt32 kLong kInt64 kShort kInt16 kChar kInt8 kByte kUInt8 kBool
-    kHalf kFloat16 kBFloat16 Half BFloat16 kCUDA kCPU kStrided Contiguous
+    kHalf kFloat16 kBFloat16 Half BFloat16 kCUDA kCPU kStrided Contiguous device_of
     cuda getCurrentCUDAStream getDefaultCUDAStream CUDAStream CUDAGuard OptionalCUDAGuard
     getCurrentDeviceProperties getDeviceProperties current_device device_count getCurrentCUDABlasHandle
     getCurrentCUDABlasLtHandle DeviceGuard OptionalDeviceGuard NoGradGuard InferenceMode Generator""".split()
@@ -333,7 +333,7 @@ TENSOR_COMPUTE = frozenset(
 # In the kernelbench profile layout/copy methods are tolerated (torch ops are allowed in its Python).
 TENSOR_LAYOUT = frozenset({"contiguous", "reshape", "flatten", "clone", "to", "copy_", "cpu", "cuda", "type_as", "float", "double", "int", "long"})
 VIEW_METHODS = frozenset({"view", "reshape", "as_strided", "narrow", "select", "slice", "unsqueeze", "squeeze", "permute", "transpose", "t", "expand", "expand_as", "contiguous", "detach", "alias", "flatten", "view_as", "clone", "to"})
-ADL_SAFE = frozenset({"move", "swap", "forward", "addressof", "ref", "cref", "make_pair", "make_tuple", "tie", "get"})
+ADL_SAFE = frozenset({"device_of", "move", "swap", "forward", "addressof", "ref", "cref", "make_pair", "make_tuple", "tie", "get"})
 
 CUBLAS_OK = re.compile(
     r"^cublas(Create|Destroy|SetStream|GetStream|SetWorkspace|SetMathMode|GetMathMode|SetPointerMode|GetPointerMode"
