@@ -1,0 +1,197 @@
+"""``cuda-agent solve`` and ``cuda-agent show`` (click commands; the lead registers them).
+
+``solve TASK`` lays out K workspaces, runs K episodes in parallel threads (evaluator checks
+are serialized so timings do not overlap), prints each attempt's verdict and where the best
+solution is.  Without an LLM configured it says in one line which flags / env vars to set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..tasks import Task, TaskError
+from .evaluator import SandboxEvaluator, rank
+from .llm import BackendConfigError, backend_names, make_backend
+from .loop import EVAL_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
+
+
+class SerialEvaluator:
+    """Lets one check run at a time (parallel attempts share the device; timings must not overlap)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+
+    def check(self, task: Task, solution_dir: Path):
+        with self._lock:
+            return self.inner.check(task, solution_dir)
+
+
+def _backend_options(backend: str, model: str | None, base_url: str | None, api_key: str | None,
+                     temperature: float | None, max_tokens: int | None, script: str | None) -> dict[str, Any]:
+    if backend in ("openai", "text"):
+        return {"model": model, "base_url": base_url, "api_key": api_key, "temperature": temperature,
+                "max_tokens": max_tokens}
+    if backend == "hf":
+        opts: dict[str, Any] = {"model": model}
+        if temperature is not None:
+            opts["temperature"] = temperature
+        if max_tokens is not None:
+            opts["max_new_tokens"] = max_tokens
+        return opts
+    if backend == "scripted":
+        if not script:
+            raise BackendConfigError("the scripted back-end needs --script FILE (a JSON list of assistant turns)")
+        try:
+            steps = json.loads(Path(script).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise BackendConfigError(f"cannot read the script {script}: {e}") from None
+        return {"steps": steps, "model": model or "scripted"}
+    return {"model": model} if model else {}
+
+
+def _default_out(task: Task) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", task.id).strip("_") or "task"
+    return Path("runs") / "solve" / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _device(device: str | None) -> str:
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _fmt(x: float | None, suffix: str = "x") -> str:
+    return "-" if x is None else f"{x:.2f}{suffix}"
+
+
+@click.command("solve")
+@click.argument("task")
+@click.option("--model", default=None, help="model name (openai/text: served model; hf: local path). Env: CUDA_AGENT_MODEL.")
+@click.option("--backend", type=click.Choice(backend_names()), default="openai", show_default=True)
+@click.option("--base-url", default=None, help="OpenAI-compatible server URL. Env: OPENAI_BASE_URL.")
+@click.option("--api-key", default=None, help="API key. Env: OPENAI_API_KEY.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="output directory (default runs/solve/<task>-<time>).")
+@click.option("--n", "n_attempts", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="attempts, run in parallel.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="default: cuda when available.")
+@click.option("--max-turns", type=click.IntRange(1), default=EVAL_MAX_TURNS, show_default=True)
+@click.option("--context-tokens", type=click.IntRange(1000), default=128_000, show_default=True)
+@click.option("--wall-time", type=float, default=None, help="seconds per attempt.")
+@click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
+@click.option("--reward", "reward_name", default="paper", show_default=True)
+@click.option("--temperature", type=float, default=None)
+@click.option("--max-tokens", type=int, default=None, help="max tokens per reply.")
+@click.option("--script", type=click.Path(dir_okay=False), default=None, help="scripted back-end: JSON list of turns.")
+@click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
+              help="KernelBench dataset for L<level>/<id> task references.")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON summary at the end.")
+def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, device, max_turns,
+                  context_tokens, wall_time, rules, reward_name, temperature, max_tokens, script,
+                  kernelbench, as_json) -> None:
+    """Run the agent on TASK end to end (a .py file, L1/12-style KernelBench ref, or FILE.jsonl#ID)."""
+    from ..tasks import resolve
+
+    try:
+        t = resolve(task, kernelbench)
+    except TaskError as e:
+        raise click.ClickException(str(e)) from None
+    try:
+        opts = _backend_options(backend, model, base_url, api_key, temperature, max_tokens, script)
+        first = make_backend(backend, **opts)
+    except BackendConfigError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(2)
+    dev = _device(device)
+    out = Path(out_dir) if out_dir else _default_out(t)
+    out.mkdir(parents=True, exist_ok=True)
+    from ..sandbox.workspace import create_workspace
+
+    evaluator = SerialEvaluator(SandboxEvaluator(device=dev, rules=rules, reward=reward_name))
+    config = AgentConfig(budget=Budget(max_turns=max_turns, context_tokens=context_tokens, wall_time_s=wall_time),
+                         device=dev)
+
+    def attempt(k: int) -> EpisodeResult:
+        be = first if (k == 0 or backend == "hf") else make_backend(backend, **opts)
+        adir = out / f"attempt_{k}"
+        ws = create_workspace(t, adir / "workspace", device=dev, overwrite=True)
+        return Agent(be, evaluator, config).run(t, ws, adir, traj_id=f"{out.name}-{k}")
+
+    click.echo(f"solving {t.id} on {dev} with {backend}:{getattr(first, 'model', '')}, {n_attempts} attempt(s) -> {out}",
+               err=as_json)
+    with ThreadPoolExecutor(max_workers=n_attempts) as pool:
+        futures = [pool.submit(attempt, k) for k in range(n_attempts)]
+        results: list[EpisodeResult | BaseException] = []
+        for f in futures:
+            try:
+                results.append(f.result())
+            except Exception as e:  # an attempt that broke is reported, the others kept
+                results.append(e)
+    rows = []
+    for k, r in enumerate(results):
+        if isinstance(r, BaseException):
+            rows.append({"attempt": k, "error": f"{type(r).__name__}: {r}"})
+            continue
+        tr = r.trajectory
+        b = r.best
+        rows.append({"attempt": k, "stop": tr.stop_reason, "turns": len(tr.turns), "reward": tr.reward,
+                     "best_correct": bool(b and b.correct), "best_reward": tr.best_reward,
+                     "speedup_eager": b.speedup_eager if b else None,
+                     "speedup_compile": b.speedup_compile if b else None,
+                     "best": str(r.best_dir) if r.best_dir else None,
+                     "trajectory": str(out / f"attempt_{k}" / "trajectory.jsonl")})
+    ok = [(r, k) for k, r in enumerate(results) if not isinstance(r, BaseException) and r.best is not None]
+    overall = max(ok, key=lambda rk: rank(rk[0].best))[1] if ok else None  # type: ignore[arg-type]
+    summary = {"task": t.id, "device": dev, "out": str(out), "attempts": rows,
+               "best_attempt": overall, "best": rows[overall]["best"] if overall is not None else None}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    for row in rows:
+        if "error" in row:
+            click.echo(f"attempt {row['attempt']}: failed: {row['error']}")
+            continue
+        click.echo(f"attempt {row['attempt']}: {row['stop']} after {row['turns']} turns; reward "
+                   f"{row['reward'] if row['reward'] is not None else '-'}; best: "
+                   f"{'correct' if row['best_correct'] else 'not correct'}, "
+                   f"{_fmt(row['speedup_eager'])} vs eager, {_fmt(row['speedup_compile'])} vs torch.compile")
+    if overall is None:
+        click.echo("no solution was evaluated")
+    else:
+        click.echo(f"best solution: {rows[overall]['best']} (attempt {overall}); trajectories under {out}")
+
+
+@click.command("show")
+@click.argument("traj", type=click.Path(exists=True))
+@click.option("--index", type=int, default=0, show_default=True, help="which trajectory of the file.")
+@click.option("--id", "traj_id", default=None, help="trajectory id instead of --index.")
+@click.option("--full", is_flag=True, help="do not cut long messages.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, help="write a static HTML page.")
+def show_command(traj, index, traj_id, full, html_out) -> None:
+    """Render a trajectory (a trajectory.jsonl, or the directory holding it)."""
+    from rich.console import Console
+
+    from .show import load, render, to_html
+
+    try:
+        t = load(traj, index=index, traj_id=traj_id)
+    except (OSError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if html_out:
+        Path(html_out).write_text(to_html(t, full=True))
+        click.echo(f"wrote {html_out}")
+        return
+    render(t, Console(), full=full)
