@@ -81,7 +81,8 @@ def reject(code: str, reason: str, **kw: Any) -> Verdict:
 
 
 def stochastic_names(source: str) -> list[str]:
-    """Stochastic operator names used inside ``class Model`` (get_inputs may use randn freely)."""
+    """Stochastic operator names used by ``Model``'s methods other than ``__init__`` (seeded weight
+    initialization and ``get_inputs`` may draw random numbers freely)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -89,7 +90,13 @@ def stochastic_names(source: str) -> list[str]:
     found: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            for sub in ast.walk(node):
+            body = [f for f in node.body if not (isinstance(f, ast.FunctionDef) and f.name == "__init__")]
+            # Stochastic *modules* are named in __init__ (nn.Dropout(...)); stochastic *calls* anywhere else.
+            init = [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+            for sub in [s for f in init for s in ast.walk(f) if isinstance(s, ast.Attribute) and s.attr[:1].isupper()]:
+                if sub.attr in STOCHASTIC and sub.attr not in found:
+                    found.append(sub.attr)
+            for sub in (s for f in body for s in ast.walk(f)):
                 name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else None
                 if name in STOCHASTIC and name not in found:
                     found.append(name)

@@ -31,6 +31,17 @@ def transformers_seeds() -> tuple[list[OpSpec], dict[str, str]]:
         import transformers.activations as acts
     except Exception as e:  # noqa: BLE001 - optional dependency
         return [], {"transformers": f"not importable ({type(e).__name__}: {e})"}
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return _collect(nn, acts)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def _collect(nn, acts) -> tuple[list[OpSpec], dict[str, str]]:  # noqa: ANN001
     specs: list[OpSpec] = []
     skipped: dict[str, str] = {}
     for name, cls in sorted(vars(acts).items()):

@@ -296,8 +296,10 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
                 inflight_b[b] += 1
                 prog.update(task_id, info=info())
             # Drain: decisions already paid for are kept (they may overfill a bucket; the dataset trims).
+            if in_flight:
+                wait(list(in_flight))
             for f in list(in_flight):
-                finish(f) if f.done() or f.result() is not None else None
+                finish(f)
             prog.update(task_id, completed=min(n, len(accepted)), info=info())
     finally:
         for f in list(in_flight):

@@ -1,0 +1,84 @@
+"""Each filter with tasks that must pass and tasks that must fail, run in real evaluation processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.synth.evaluate import FilterConfig, stochastic_names
+from cuda_agent.synth.runner import EvalWorker
+
+from .conftest import task
+
+GOOD = task("return torch.relu(self.linear(x))")
+
+
+def test_good_task_passes_every_filter_including_compile(cpu_worker):
+    v = cpu_worker.evaluate(GOOD)
+    assert v.ok, v.reason
+    assert v.eager_ms is not None and v.eager_ms > 0
+    assert v.compile_ms is not None
+    assert v.out_shapes == [[64, 512]]
+
+
+@pytest.mark.parametrize("body,code", [
+    ("return nn.functional.dropout(self.linear(x), p=0.5, training=True)", "stochastic"),
+    ("return self.linear(x) + torch.nn.init.trunc_normal_(torch.empty_like(x))", "nondeterministic"),
+    ("return x * 0.0 + 1.0", "constant"),
+    ("return self.linear.weight * 2.0", "input_independent"),
+    ("return torch.log(x - 100.0)", "non_finite"),
+    ("return x[:, :0]", "output"),
+    ("raise ValueError('broken task')", "eager"),
+])
+def test_bad_tasks_are_rejected_with_reason(cpu_worker, body, code):
+    v = cpu_worker.evaluate(task(body))
+    assert not v.ok
+    assert v.code == code, (v.code, v.reason)
+    assert v.reason
+
+
+def test_task_that_breaks_under_torch_compile(cpu_worker):
+    src = task("if torch.compiler.is_compiling():\n            raise RuntimeError('no compile')\n"
+               "        return self.linear(x)")
+    v = cpu_worker.evaluate(src)
+    assert not v.ok and v.code == "compile_error", v.reason
+    assert "torch.compile failed" in v.reason
+
+
+def test_task_whose_compiled_output_differs(cpu_worker):
+    src = task("if torch.compiler.is_compiling():\n            return self.linear(x) * 2.0\n"
+               "        return self.linear(x)")
+    v = cpu_worker.evaluate(src)
+    assert not v.ok and v.code == "compile_mismatch", v.reason
+
+
+def test_runtime_band_rejects_too_fast_and_too_slow():
+    tiny = task("return x * 2.0", batch=2, features=4)
+    with EvalWorker(FilterConfig(device="cpu", band_ms=(1.0, 1000.0), compile=False)) as w:
+        v = w.evaluate(tiny)
+        assert not v.ok and v.code == "too_fast" and v.eager_ms < 1.0
+        ok = w.evaluate(task("return torch.relu(self.linear(x)) + self.linear(x).exp()", batch=1024,
+                             features=1024))
+        assert ok.ok, ok.reason
+    with EvalWorker(FilterConfig(device="cpu", band_ms=(0.0, 0.001), compile=False)) as w:
+        v = w.evaluate(GOOD)
+        assert not v.ok and v.code == "too_slow"
+
+
+def test_crash_and_hang_give_verdicts_and_the_worker_recovers():
+    with EvalWorker(FilterConfig(device="cpu", compile=False, timeout_s=3, band_ms=(0.0, 1e6))) as w:
+        v = w.evaluate(task("import os; os._exit(7)"))
+        assert not v.ok and v.code == "crash" and "exit code 7" in v.reason
+        v = w.evaluate(task("import time; time.sleep(60)"))
+        assert not v.ok and v.code == "timeout"
+        v = w.evaluate("this is not python")
+        assert not v.ok and v.code == "load"
+        assert w.evaluate(GOOD).ok
+
+
+def test_static_stochastic_scan_ignores_seeded_init_and_inputs():
+    assert stochastic_names(GOOD) == []
+    src = task("return self.linear(x) + self.w").replace(
+        "self.linear = nn.Linear(features, features)",
+        "self.linear = nn.Linear(features, features)\n        self.w = nn.Parameter(torch.randn(features))")
+    assert stochastic_names(src) == []
+    assert stochastic_names(src.replace("nn.Linear(features, features)\n", "nn.Dropout(0.1)\n", 1)) == ["Dropout"]

@@ -1,0 +1,93 @@
+"""End to end: `synth --n 20` on the CPU through the click command, dataset loading, resume,
+and a contaminated candidate being dropped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cuda_agent.synth.cli import synth_command
+from cuda_agent.synth.compose import Candidate, register_composer
+from cuda_agent.synth.pipeline import read_journal, run_synth
+from cuda_agent.tasks import load_rows
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory, kernelbench_path):
+    out = tmp_path_factory.mktemp("synth") / "ds"
+    args = ["--n", "20", "--out", str(out), "--no-compile", "--workers", "2", "--seed", "3", "--no-progress",
+            "--kernelbench", str(kernelbench_path)]
+    res = CliRunner().invoke(synth_command, args)
+    return out, args, res
+
+
+def test_synth_n20_end_to_end(e2e):
+    out, _, res = e2e
+    assert res.exit_code == 0, res.output
+    assert "accepted 20/20" in res.output
+    tasks = load_rows(out / "tasks.parquet", source_column="code")
+    assert len(tasks) == 20
+    assert len({t.source for t in tasks}) == 20
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["accepted"] == 20 and sum(v["count"] for v in stats["op_count_mix"].values()) == 20
+    assert stats["op_count_mix"]["2"]["count"] >= 15  # the paper's mix: 2-op tasks dominate
+    assert (out / "similarity.png").stat().st_size > 1000
+    assert all(0 <= t.meta["max_similarity"] <= 0.9 for t in tasks)
+    for rec in read_journal(out / "decisions.jsonl"):
+        assert rec["status"] in ("accepted", "rejected")
+        if rec["status"] == "rejected":
+            assert rec["code"] and rec["reason"]
+
+
+def test_dataset_loads_with_datasets(e2e):
+    datasets = pytest.importorskip("datasets")
+    out, _, _ = e2e
+    ds = datasets.load_dataset("parquet", data_files=str(out / "tasks.parquet"), split="train")
+    assert len(ds) == 20 and "code" in ds.column_names
+
+
+def test_rerun_resumes_without_reevaluating(e2e):
+    out, args, _ = e2e
+    before = len(read_journal(out / "decisions.jsonl"))
+    res = CliRunner().invoke(synth_command, args)
+    assert res.exit_code == 0, res.output
+    assert len(read_journal(out / "decisions.jsonl")) == before
+
+
+def test_bad_arguments_give_clear_errors(tmp_path):
+    r = CliRunner().invoke(synth_command, ["--n", "0", "--out", str(tmp_path / "x")])
+    assert r.exit_code != 0 and "at least 1" in r.output
+    r = CliRunner().invoke(synth_command, ["--n", "2", "--out", str(tmp_path / "x"), "--band-ms", "oops"])
+    assert r.exit_code != 0 and "LO,HI" in r.output
+    r = CliRunner().invoke(synth_command, ["--n", "2", "--out", str(tmp_path / "x"), "--kernelbench",
+                                           str(tmp_path / "missing.jsonl")])
+    assert r.exit_code != 0 and "KernelBench" in r.output
+
+
+def test_contaminated_candidate_is_dropped(tmp_path, kernelbench_path):
+    rows = [json.loads(line) for line in open(kernelbench_path)]
+    kb = next(r for r in rows if r["level"] == 1 and "relu" in r["code"].lower())
+
+    @register_composer("test-kbcopy")
+    class Copier:
+        name = "test-kbcopy"
+
+        def __init__(self, **kw):
+            pass
+
+        def buckets(self):
+            return ("1",)
+
+        def compose(self, bucket, seed):
+            src = kb["code"].replace("batch_size", "bsz") if seed % 2 else kb["code"]
+            return Candidate(source=src, bucket=bucket, ops=["copy"], categories=["x"], composer=self.name,
+                             seed=seed)
+
+    res = run_synth(1, tmp_path / "c", composer="test-kbcopy", mix="1=1", compile=False, workers=1,
+                    kernelbench=kernelbench_path, max_candidates=3, progress=False, include_transformers=False)
+    assert res.accepted == 0
+    recs = read_journal(tmp_path / "c" / "decisions.jsonl")
+    assert recs and all(r["code"] == "contaminated" and r["max_similarity"] > 0.9 for r in recs)
+    assert res.stats["rejections_by_code"]["contaminated"] == len(recs)
