@@ -50,7 +50,15 @@ def _backend_options(backend: str, model: str | None, base_url: str | None, api_
         return opts
     if backend == "scripted":
         if not script:
-            raise BackendConfigError("the scripted back-end needs --script FILE (a JSON list of assistant turns)")
+            raise BackendConfigError("the scripted back-end needs --script FILE (a JSON list of assistant "
+                                     "turns) or --script DIR (a solution directory to replay)")
+        if Path(script).is_dir():
+            from .llm.scripted import script_from_solution
+
+            try:
+                return {"steps": script_from_solution(script), "model": model or f"replay:{script}"}
+            except FileNotFoundError as e:
+                raise BackendConfigError(str(e)) from None
         try:
             steps = json.loads(Path(script).read_text())
         except (OSError, json.JSONDecodeError) as e:
@@ -94,7 +102,8 @@ def _fmt(x: float | None, suffix: str = "x") -> str:
 @click.option("--reward", "reward_name", default="paper", show_default=True)
 @click.option("--temperature", type=float, default=None)
 @click.option("--max-tokens", type=int, default=None, help="max tokens per reply.")
-@click.option("--script", type=click.Path(dir_okay=False), default=None, help="scripted back-end: JSON list of turns.")
+@click.option("--script", type=click.Path(exists=True), default=None,
+              help="scripted back-end: JSON list of turns, or a solution directory to replay.")
 @click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
               help="KernelBench dataset for L<level>/<id> task references.")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON summary at the end.")

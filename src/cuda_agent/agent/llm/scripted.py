@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .base import Reply, ToolCall, Usage, approx_tokens, register_backend
@@ -58,3 +59,27 @@ class Scripted:
 
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         return approx_tokens(messages)
+
+
+def script_from_solution(solution_dir: str | Path) -> list[Step]:
+    """A script that writes a known solution into the workspace like an agent would:
+    Read model.py, Write each ``kernels/`` file, Read + Write model_new.py, then
+    ``cuda-agent compile``, ``verify`` and ``profile``, and finish (demos, device smoke runs)."""
+    d = Path(solution_dir)
+    if not (d / "model_new.py").is_file():
+        raise FileNotFoundError(f"{d} has no model_new.py (a solution directory holds model_new.py and kernels/)")
+
+    def call(name: str, **args: Any) -> dict[str, Any]:
+        return {"tool_calls": [{"name": name, "arguments": args}]}
+
+    steps: list[Step] = [{"content": "First the reference.", **call("Read", file_path="model.py")}]
+    kernels = sorted(p for p in (d / "kernels").rglob("*") if p.is_file()) if (d / "kernels").is_dir() else []
+    for p in kernels:
+        steps.append(call("Write", file_path=str(p.relative_to(d)), content=p.read_text()))
+    steps += [call("Read", file_path="model_new.py"),
+              call("Write", file_path="model_new.py", content=(d / "model_new.py").read_text()),
+              call("Bash", command="cuda-agent compile"),
+              call("Bash", command="cuda-agent verify"),
+              call("Bash", command="cuda-agent profile"),
+              f"Done: model_new.py uses the kernels in {', '.join(p.name for p in kernels) or '(none)'}."]
+    return steps

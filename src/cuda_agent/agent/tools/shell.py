@@ -200,7 +200,9 @@ class ShellManager:
         base["PAGER"] = "cat"
         base["GIT_PAGER"] = "cat"
         self.env = base
-        self.state = Path(tempfile.mkdtemp(prefix="cuda-agent-shell-"))
+        shm = Path("/dev/shm")  # tmpfs: the per-command files cost no disk flush
+        base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+        self.state = Path(tempfile.mkdtemp(prefix="cuda-agent-shell-", dir=base))
         self._main: PersistentShell | None = None
         self.background: dict[str, BackgroundShell] = {}
         self._next = 1
