@@ -60,3 +60,8 @@ def task(body: str, batch: int = 64, features: int = 512) -> str:
     """A small task whose forward body is ``body`` (one line, may use self.linear)."""
     return (TASK.replace("BODY", body).replace("batch_size = 64", f"batch_size = {batch}")
             .replace("features = 512", f"features = {features}"))
+
+
+@pytest.fixture(scope="session")
+def make_task():
+    return task
