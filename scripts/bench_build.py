@@ -50,7 +50,7 @@ def ours(reps: int = 3) -> dict:
         assert r.ok, r.log
         out["ours_cold_machine"].append(dt)
         # a new workspace on a machine whose runtime object is cached
-        ws2 = ws.parent.parent / "ws2" / "kernels"
+        ws2 = Path(tempfile.mkdtemp(prefix="bench-ws2-")) / "kernels"
         shutil.copytree(ws, ws2)
         for f in ws2.iterdir():
             f.write_text(f.read_text() + f"\n// other workspace {time.time()}\n")
