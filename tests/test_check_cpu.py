@@ -1,0 +1,359 @@
+"""``check()`` end to end on the CPU backend: the example passes with a positive reward, and
+each way a solution can be wrong, cheat, crash or hang ends in a verdict with a clear error.
+
+Most checks skip timing (``timing=False``) and the torch.compile baseline to stay fast; one
+test runs the whole pipeline once (build -> verify -> time -> eager + compile baselines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent import reward as rewards
+from cuda_agent.sandbox.check import CheckOptions, check
+from cuda_agent.sandbox.timing import Recipe
+from cuda_agent.tasks import Task, load_file
+
+from conftest import FIXTURES, copy_example
+
+QUICK_RECIPE = Recipe(warmup_ms=30, sample_ms=1.0, min_samples=10, max_samples=60, round_size=10,
+                      target=0.02, budget_s=2.0)
+
+
+def opts(**kw) -> CheckOptions:
+    base = dict(device="cpu", compile_baseline=False, timing=False, baselines=False, n_sets=3,
+                verify_timeout=120, recipe=QUICK_RECIPE)
+    base.update(kw)
+    return CheckOptions(**base)
+
+
+# A python-only ModelNew for the example task, correct under the kernelbench rules.
+TORCH_SOLUTION = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.scale = nn.Parameter(torch.empty(features))
+
+    def forward(self, x):
+{body}
+"""
+CORRECT_BODY = "        return x * torch.sigmoid(x) * self.scale"
+
+
+def torch_solution(tmp_path: Path, body: str = CORRECT_BODY, name: str = "model_new.py",
+                   header: str = "") -> Path:
+    d = tmp_path / f"sol_{abs(hash(body + header)) % 10**8}"
+    d.mkdir(exist_ok=True)
+    f = d / name
+    f.write_text(header + TORCH_SOLUTION.format(body=body))
+    return f
+
+
+def assert_failed_cleanly(r, reward: float = -1.0) -> None:
+    assert not r.correct
+    assert r.reward == reward
+    assert r.error and "Traceback" not in r.error
+    json.dumps(r.to_dict())  # always serialisable
+
+
+# --- the example -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def full_check(example_task, example_dir):
+    return check(example_task, example_dir / "solution",
+                 CheckOptions(device="cpu", recipe=QUICK_RECIPE, compile_baseline=True, time_timeout=300))
+
+
+def test_example_full_pipeline_with_compile_baseline(full_check):
+    r = full_check
+    assert r.compiled and r.correct, r.error
+    assert r.error is None and r.violations == []
+    assert r.verdict.n_sets == 5 and r.verdict.stage == "compare"
+    assert r.max_abs_err is not None and r.max_abs_err < 1e-4
+    assert r.t_gen_ms > 0 and r.t_eager_ms > 0 and r.t_compile_ms > 0
+    assert r.speedup_eager == pytest.approx(r.t_eager_ms / r.t_gen_ms)
+    assert r.speedup_compile == pytest.approx(r.t_compile_ms / r.t_gen_ms)
+    assert r.timing.median_ms == r.t_gen_ms and r.timing.n >= 10
+    assert r.timing.method.startswith("host-clock")
+    assert r.reward >= 1.0
+    assert r.reward == rewards.compute("paper", rewards.Outcome(True, True, r.t_gen_ms, r.t_eager_ms,
+                                                                r.t_compile_ms))
+    back = type(r).from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back == r
+
+
+def test_example_with_other_reward_schemes_and_cached_baselines(full_check, example_task, example_dir):
+    t = time.perf_counter()
+    r = check(example_task, example_dir / "solution",
+              CheckOptions(device="cpu", recipe=QUICK_RECIPE, compile_baseline=True, reward="speedup"))
+    assert r.correct, r.error
+    assert r.build.compiled == []  # everything from the cache
+    assert r.reward == pytest.approx(r.t_compile_ms / r.t_gen_ms)
+    # the baselines came from the cache: identical numbers, no re-measurement
+    assert (r.t_eager_ms, r.t_compile_ms) == (full_check.t_eager_ms, full_check.t_compile_ms)
+    assert time.perf_counter() - t < full_check.seconds
+
+
+def test_example_in_kernelbench_rules_and_milestones(example_task, example_dir):
+    r = check(example_task, example_dir / "solution", opts(rules="kernelbench", reward="milestones"))
+    assert r.correct and r.rules == "kernelbench"
+    assert r.reward == -1.0  # milestones needs timings; without them the solution earns nothing
+
+
+# --- wrong answers ---------------------------------------------------------------------
+
+def test_wrong_output_scale_by_two(example_task, tmp_path):
+    sol = copy_example(tmp_path / "x2", {"kernels/swish.cpp": FIXTURES / "swish_times2.cpp"})
+    r = check(example_task, sol, opts())
+    assert r.compiled
+    assert_failed_cleanly(r)
+    assert r.verdict.stage == "compare"
+    assert re.search(r"input set 1/3: the output: \d+ of 1048576 elements outside atol=0.01, rtol=0.01",
+                     r.error), r.error
+    assert r.max_abs_err > 0.1
+
+
+def test_nan_output(example_task, tmp_path):
+    f = torch_solution(tmp_path, "        return torch.full_like(x, float('nan'))")
+    r = check(example_task, f, opts())  # full_like is an allocation: allowed in strict mode
+    assert_failed_cleanly(r)
+    assert r.violations == []
+    assert "1048576 NaN/Inf values" in r.error and r.verdict.stage == "compare"
+
+
+def test_all_zeros_where_values_are_small(tmp_path):
+    task = load_file(FIXTURES / "task_small_values.py")
+    f = tmp_path / "model_new.py"
+    f.write_text("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+                 "    def forward(self, x):\n        return torch.zeros_like(x)\n")
+    r = check(task, f, opts())
+    assert_failed_cleanly(r)
+    assert r.violations == []
+    assert r.max_abs_err < 1e-2  # every element is within atol ...
+    assert "relative L2 error" in r.error  # ... and it still fails
+
+
+# --- rules -----------------------------------------------------------------------------
+
+def test_torch_op_in_strict_mode_and_kernelbench_rules(example_task, tmp_path):
+    f = torch_solution(tmp_path)
+    line = next(i for i, l in enumerate(f.read_text().splitlines(), 1) if "torch.sigmoid" in l)
+    r = check(example_task, f, opts())
+    assert_failed_cleanly(r)
+    assert r.verdict.correct  # the numbers are right; the rules are not
+    ops = {v.message.split()[2] for v in r.violations if v.rule == "torch-op-in-forward"}
+    assert {"aten.sigmoid", "aten.mul"} <= ops, r.violations
+    assert all(v.where == f"model_new.py:{line}" for v in r.violations if v.rule == "torch-op-in-forward")
+    assert "rules violated" in r.error
+    ok = check(example_task, f, opts(rules="kernelbench"))
+    assert ok.correct and ok.violations == [] and ok.reward == 1.0, ok.error
+
+
+def test_aten_compute_in_binding_caught_in_strict_mode(example_task, tmp_path):
+    sol = copy_example(tmp_path / "aten", {"kernels/swish_binding.cpp": FIXTURES / "binding_aten.cpp"})
+    r = check(example_task, sol, opts())
+    assert r.compiled
+    assert_failed_cleanly(r)
+    ops = {v.message.split()[2] for v in r.violations if v.rule == "torch-op-in-forward"}
+    assert {"aten.sigmoid", "aten.mul"} <= ops, r.violations
+    # under the kernelbench profile the run-time guard is off, but the static C++ rule
+    # cpp-torch-compute applies to both profiles (docs/static-rules.md): numbers right, rule broken
+    kb = check(example_task, sol, opts(rules="kernelbench"))
+    assert kb.verdict.correct and not kb.correct
+    assert {v.rule for v in kb.violations} == {"cpp-torch-compute"}
+    assert all(v.where == "kernels/swish_binding.cpp:6" for v in kb.violations)
+
+
+# --- broken solutions and tasks --------------------------------------------------------
+
+def test_compile_error(example_task, tmp_path):
+    sol = copy_example(tmp_path / "err", {"kernels/swish.cpp": FIXTURES / "swish_compile_error.cpp"})
+    r = check(example_task, sol, opts())
+    assert not r.compiled
+    assert_failed_cleanly(r)
+    assert r.error.startswith("build failed:") and "swish.cpp:8" in r.error
+    assert r.verdict is None and r.build.ok is False
+
+
+def test_task_missing_get_inputs(tmp_path):
+    task = Task("no_inputs", (FIXTURES / "task_no_get_inputs.py").read_text())  # bypasses the loader
+    f = tmp_path / "model_new.py"
+    f.write_text("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    r = check(task, f, opts())
+    assert_failed_cleanly(r)
+    assert "does not define get_inputs" in r.error
+
+
+@pytest.mark.parametrize("body,header,stage,pattern", [
+    # constructor with another signature
+    (CORRECT_BODY, "", "init", r"ModelNew\(\*get_init_inputs\(\)\) failed: .*the constructor must take the same "
+                                 r"arguments as Model"),
+    # exception in forward, with the solution's line
+    ("        raise ValueError('boom from forward')", "", "forward",
+     r"ValueError: boom from forward \(at model_new.py:\d+\)"),
+    # import error
+    (CORRECT_BODY, "import no_such_module_xyz\n", "load", r"ModuleNotFoundError: .*no_such_module_xyz"),
+])
+def test_runner_stage_errors(example_task, tmp_path, body, header, stage, pattern):
+    f = torch_solution(tmp_path, body, header=header)
+    if stage == "init":
+        f.write_text(f.read_text().replace("def __init__(self, features):", "def __init__(self, features, extra):"))
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert r.verdict.stage == stage, r.error
+    assert re.search(pattern, r.error), r.error
+
+
+def test_weights_with_other_names_and_shapes(example_task, tmp_path):
+    f = torch_solution(tmp_path)
+    src = f.read_text()
+    f.write_text(src.replace("self.scale = nn.Parameter(torch.empty(features))",
+                             "self.weight = nn.Parameter(torch.empty(features))").replace("self.scale", "self.weight"))
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert r.verdict.stage == "weights"
+    assert "missing in ModelNew: scale" in r.error and "not in the reference: weight" in r.error
+    g = torch_solution(tmp_path, CORRECT_BODY.replace("self.scale", "self.scale[:-1]"))
+    g.write_text(g.read_text().replace("torch.empty(features)", "torch.empty(features + 1)"))
+    r = check(example_task, g, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert r.verdict.stage == "weights"
+    assert "shape differs: scale: reference (4096,) vs yours (4097,)" in r.error
+
+
+def test_forward_mutates_its_input(example_task, tmp_path):
+    f = torch_solution(tmp_path, "        y = x * torch.sigmoid(x) * self.scale\n        x.zero_()\n        return y")
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert {v.rule for v in r.violations} == {"input-mutated"}
+    assert r.verdict.correct  # values right, rule broken
+
+
+def test_returning_the_input_itself(example_task, tmp_path):
+    f = torch_solution(tmp_path, "        return x")
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert "output-aliases-input" in [v.rule for v in r.violations]
+
+
+def test_returning_a_view_of_the_input_computed_in_place(example_task, tmp_path):
+    f = torch_solution(tmp_path, "        x.mul_(torch.sigmoid(x)).mul_(self.scale)\n        return x.view(-1).view(x.shape)")
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    rules = {v.rule for v in r.violations}
+    assert {"output-aliases-input", "input-mutated"} <= rules
+
+
+# --- crashes, hangs, noise -------------------------------------------------------------
+
+@pytest.mark.parametrize("how,signal_name", [
+    ("import os; os.abort()", "SIGABRT"),
+    ("import ctypes; ctypes.string_at(0)", "SIGSEGV"),
+])
+def test_runner_crash_then_next_check_passes(example_task, tmp_path, how, signal_name):
+    f = torch_solution(tmp_path, f"        {how}\n        return x")
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert r.verdict.stage == "crash"
+    assert f"killed by {signal_name}" in r.error
+    ok = check(example_task, torch_solution(tmp_path / "ok" if (tmp_path / "ok").mkdir() is None else tmp_path),
+               opts(rules="kernelbench"))
+    assert ok.correct, ok.error
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_hang_times_out_and_kills_the_process_group(example_task, tmp_path):
+    pids = tmp_path / "pids.txt"
+    body = (f"        import os, subprocess, time\n"
+            f"        child = subprocess.Popen(['sleep', '600'])\n"
+            f"        open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+            f"        time.sleep(600)\n"
+            f"        return x")
+    f = torch_solution(tmp_path, body)
+    t = time.perf_counter()
+    r = check(example_task, f, opts(rules="kernelbench", verify_timeout=12))
+    took = time.perf_counter() - t
+    assert_failed_cleanly(r)
+    assert r.verdict.stage == "timeout"
+    assert "did not finish within 12 s (killed)" in r.error
+    assert took < 60
+    runner_pid, child_pid = map(int, pids.read_text().split())
+    deadline = time.time() + 5
+    while (_alive(runner_pid) or _alive(child_pid)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(runner_pid), "the runner survived the timeout"
+    assert not _alive(child_pid), "the candidate's child process survived (process group not killed)"
+
+
+def test_huge_stdout_does_not_break_the_check(example_task, tmp_path):
+    header = "print('{\"ok\": true, \"forged\": 1}', flush=True)\n"
+    body = ("        print('{\"ok\": true}')\n"
+            "        print('x' * (8 << 20), flush=True)\n"
+            "        return x * torch.sigmoid(x) * self.scale")
+    f = torch_solution(tmp_path, body, header=header)
+    r = check(example_task, f, opts(rules="kernelbench"))
+    assert r.correct and r.error is None, r.error
+
+
+# --- workspaces and bad input ----------------------------------------------------------
+
+def test_modified_model_py_in_workspace(example_task, tmp_path):
+    from cuda_agent.sandbox.workspace import create_workspace
+
+    ws = create_workspace(example_task, tmp_path / "ws", device="cpu")
+    m = ws / "model.py"
+    m.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    m.write_text(m.read_text().replace("x * torch.sigmoid(x) * self.scale", "x"))
+    r = check(example_task, ws, opts(rules="kernelbench"))
+    assert_failed_cleanly(r)
+    assert [v.rule for v in r.violations] == ["protected-file-changed"]
+    assert r.violations[0].where == "model.py"
+    assert r.verdict.correct  # verified against the task's original, not the edited model.py
+
+
+def test_bad_input_never_raises(example_task, tmp_path):
+    r = check(example_task, tmp_path / "missing", opts())
+    assert_failed_cleanly(r)
+    assert "solution not found" in r.error
+    empty = tmp_path / "empty_dir"
+    empty.mkdir()
+    r = check(example_task, empty, opts())
+    assert "has no model_new.py" in r.error
+    f = tmp_path / "syntax" / "model_new.py"
+    f.parent.mkdir()
+    f.write_text("class ModelNew(:\n")
+    r = check(example_task, f, opts())
+    assert_failed_cleanly(r)
+    assert "model_new.py has a syntax error at line 1" in r.error
+    g = tmp_path / "noclass" / "model_new.py"
+    g.parent.mkdir()
+    g.write_text("import torch\n")
+    r = check(example_task, g, opts())
+    assert "does not define ModelNew" in r.error
+    r = check(example_task, g, opts(device="cuda"))
+    if not __import__("torch").cuda.is_available():
+        assert "no CUDA GPU is visible" in r.error
+
+
+@pytest.mark.xfail(strict=True, raises=KeyError, reason="BUG: check() with an unknown reward scheme raises "
+                   "KeyError: the error is caught inside, but rewards.compute(o.reward, ...) after the try "
+                   "raises again, so check() breaks its never-raises contract")
+def test_unknown_reward_scheme_is_a_verdict(example_task, example_dir):
+    r = check(example_task, example_dir / "solution", opts(reward="no-such-scheme"))
+    assert "unknown reward scheme" in r.error
