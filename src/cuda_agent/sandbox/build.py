@@ -203,6 +203,11 @@ def trim_log(log: str, root: Path | None = None, max_errors: int = 8, max_chars:
                 break
             n += 1
             out.append(line.strip())
+            if line.lstrip().startswith("/"):  # error inside a system header: name the user's line
+                here = next((l.strip() for l in lines[max(0, i - 60):i + 60]
+                             if "required from here" in l and not l.lstrip().startswith("/")), None)
+                if here:
+                    out.append("    " + here)
             for ctx in lines[i + 1:i + 3]:
                 if _ERR.match(ctx.strip()) or _LINK_ERR.search(ctx) or ctx.startswith(("[", "ninja", "FAILED")):
                     break

@@ -130,6 +130,9 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
     t0 = time.perf_counter()
     res = CheckResult(task_id=task.id, task_sha=task.sha, device=o.device, rules=o.rules,
                       reward_scheme=o.reward)
+    if o.reward not in rewards.names():
+        res.error = f"unknown reward scheme {o.reward!r}; known: {', '.join(rewards.names())}"
+        return res
     try:
         _check(task, solution, o, res)
     except TaskError as e:
@@ -191,14 +194,18 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         torch.save(ref_model.state_dict(), job_dir / "weights.pt")
         rng = secrets.SystemRandom() if o.seed is None else __import__("random").Random(o.seed)
         seeds = [rng.randrange(1, 2**31) for _ in range(o.n_sets)]
-        refs = {}
+        refs: dict = {}
+        refs64: dict = {}
         set_bytes = 0
+        model64 = _float64_twin(ref_model)
         with torch.no_grad():
             for s in seeds:
                 xs = _inputs(ref_mod, s, o.device)
                 set_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
                 refs[s] = [r.detach().clone() if isinstance(r, torch.Tensor) else r
                            for r in _flatten(ref_model(*xs))]
+                if model64 is not None:
+                    refs64[s] = _run64(model64, xs)
                 del xs
 
         def fail(stage: str, error: str, violations=()) -> None:
@@ -220,7 +227,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         for k, s in enumerate(seeds):
             outs = torch.load(job_dir / f"out_{s}.pt", weights_only=True, map_location=o.device)
             (job_dir / f"out_{s}.pt").unlink()
-            cmp = compare(outs, refs[s], o.atol, o.rtol)
+            cmp = compare(outs, refs[s], o.atol, o.rtol, refs64=refs64.get(s))
             max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
             res.max_abs_err, res.max_rel_err = max_abs, max_rel
             if not cmp.ok:
@@ -269,6 +276,32 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:
             res.speedup_compile = res.t_compile_ms / res.t_gen_ms
+
+
+def _float64_twin(model):
+    """A float64 copy of an FP32 reference (the 'truth' for FP32 outputs), or None."""
+    import copy
+
+    import torch
+
+    params = list(model.parameters()) + list(model.buffers())
+    if any(p.is_floating_point() and p.dtype != torch.float32 for p in params):
+        return None
+    try:
+        return copy.deepcopy(model).double()
+    except Exception:
+        return None
+
+
+def _run64(model64, xs) -> list | None:
+    """Outputs of the float64 twin on upcast inputs; None when the task cannot run in float64."""
+    import torch
+
+    try:
+        xs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x for x in xs]
+        return [r.detach() if isinstance(r, torch.Tensor) else r for r in _flatten(model64(*xs64))]
+    except Exception:
+        return None
 
 
 def rotation_sets(set_bytes: int, device: str) -> int:

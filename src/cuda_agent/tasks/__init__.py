@@ -177,7 +177,8 @@ def load_rows(path: str | Path, source_column: str = "code", id_column: str | No
             raise TaskError(f"{path}: row {i} has no column {source_column!r} "
                             f"(columns: {', '.join(row)})")
         tid = str(row[id_column]) if id_column else str(row.get("id", row.get("task_id", i)))
-        meta = {k: v for k, v in row.items() if k != source_column and isinstance(v, (str, int, float, bool))}
+        meta = {k: v for k, v in row.items()
+                if k not in (source_column, "id", id_column) and isinstance(v, (str, int, float, bool))}
         out.append(task_from_source(row[source_column], id=tid, **meta))
     return out
 
