@@ -315,7 +315,7 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
     for r in accepted:
         if take[r["bucket"]] < q.get(r["bucket"], 0):
             take[r["bucket"]] += 1
-            rows.append({**r, "code": r["source"], "sha": r["key"]})
+            rows.append({**r, "task_id": r["id"], "code": r["source"], "sha": r["key"]})
     files: dict[str, str] = {}
     jl, pq_path = write_dataset(rows, out)
     files.update(jsonl=str(jl), parquet=str(pq_path), journal=str(journal))

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("id", "code", "sha", "norm_hash", "bucket", "op_count", "ops", "categories", "composer", "seed",
+COLUMNS = ("task_id", "code", "sha", "norm_hash", "bucket", "op_count", "ops", "categories", "composer", "seed",
            "max_similarity", "nearest_kernelbench", "eager_ms", "device", "family")
 
 
@@ -23,7 +23,7 @@ def write_dataset(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path
         for r in recs:
             f.write(json.dumps(r) + "\n")
     table = pa.Table.from_pylist(recs, schema=pa.schema([
-        ("id", pa.string()), ("code", pa.string()), ("sha", pa.string()), ("norm_hash", pa.string()),
+        ("task_id", pa.string()), ("code", pa.string()), ("sha", pa.string()), ("norm_hash", pa.string()),
         ("bucket", pa.string()), ("op_count", pa.int64()), ("ops", pa.list_(pa.string())),
         ("categories", pa.list_(pa.string())), ("composer", pa.string()), ("seed", pa.int64()),
         ("max_similarity", pa.float64()), ("nearest_kernelbench", pa.string()), ("eager_ms", pa.float64()),

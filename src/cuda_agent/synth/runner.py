@@ -71,7 +71,7 @@ class EvalWorker:
     def _start(self) -> None:
         env = {**os.environ, **self.env}
         arg = json.dumps({"cfg": self.cfg.to_dict(), "log": self.log_path})
-        self._proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.synth.runner", arg],
+        self._proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.synth.runner import main; main()", arg],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                       start_new_session=True)
         self._wconn = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
@@ -146,6 +146,7 @@ class EvalWorker:
         self.close()
 
 
-if __name__ == "__main__":
-    _a = json.loads(sys.argv[1])
-    _serve(_a["cfg"], _a["log"])
+def main() -> None:
+    """Entry of the evaluation child process (argv[1]: JSON with the filter config and log path)."""
+    a = json.loads(sys.argv[1])
+    _serve(a["cfg"], a["log"])
