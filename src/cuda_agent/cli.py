@@ -150,5 +150,24 @@ for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects
     main.command(name=_stage)(_make(_stage))
 
 
+def _register_parts() -> None:
+    """The agent and synth parts own their verbs; they are imported here so that a broken
+    optional dependency of one part does not take the evaluator's commands down."""
+    import importlib
+
+    for module, names in (("cuda_agent.agent.cli", ("solve_command", "show_command")),
+                          ("cuda_agent.synth.cli", ("synth_command",))):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as e:  # pragma: no cover - depends on the install
+            print(f"cuda-agent: {module} unavailable ({e})", file=sys.stderr)
+            continue
+        for n in names:
+            main.add_command(getattr(mod, n))
+
+
+_register_parts()
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
