@@ -2,7 +2,9 @@
 
 * ``CUDA_AGENT_CACHE`` points at one temporary directory for the whole session, so the
   fixed infrastructure object and the CPU example's objects are compiled once per test
-  session and every test solution that copies the example's binding reuses them.
+  session and every test solution that copies the example's binding reuses them
+  (``CUDA_AGENT_TEST_KEEP_CACHE=1`` keeps a caller's ``CUDA_AGENT_CACHE`` instead, for
+  quick local re-runs).
 * Paths of the CPU example and the test fixtures, the KernelBench JSONL (skipped when
   absent), and ``make_solution`` which copies the example's workspace and swaps files.
 """

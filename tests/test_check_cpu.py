@@ -7,7 +7,6 @@ test runs the whole pipeline once (build -> verify -> time -> eager + compile ba
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import time
@@ -266,8 +265,7 @@ def test_runner_crash_then_next_check_passes(example_task, tmp_path, how, signal
     assert_failed_cleanly(r)
     assert r.verdict.stage == "crash"
     assert f"killed by {signal_name}" in r.error
-    ok = check(example_task, torch_solution(tmp_path / "ok" if (tmp_path / "ok").mkdir() is None else tmp_path),
-               opts(rules="kernelbench"))
+    ok = check(example_task, torch_solution(tmp_path), opts(rules="kernelbench"))
     assert ok.correct, ok.error
 
 
@@ -288,11 +286,11 @@ def test_hang_times_out_and_kills_the_process_group(example_task, tmp_path):
             f"        return x")
     f = torch_solution(tmp_path, body)
     t = time.perf_counter()
-    r = check(example_task, f, opts(rules="kernelbench", verify_timeout=12))
+    r = check(example_task, f, opts(rules="kernelbench", verify_timeout=15))
     took = time.perf_counter() - t
     assert_failed_cleanly(r)
     assert r.verdict.stage == "timeout"
-    assert "did not finish within 12 s (killed)" in r.error
+    assert "run did not finish within 15 s (killed)" in r.error
     assert took < 60
     runner_pid, child_pid = map(int, pids.read_text().split())
     deadline = time.time() + 5
