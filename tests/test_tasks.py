@@ -187,11 +187,6 @@ def test_load_rows_jsonl(tmp_path):
     assert tasks[0].meta == {"task_id": "alpha", "ops": 1, "composer": "test"}
 
 
-ID_BUG = ("BUG: load_rows passes every scalar column as **meta to task_from_source(..., id=...), so a "
-          "row with an 'id' column raises TypeError (multiple values for keyword argument 'id')")
-
-
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=ID_BUG)
 def test_load_rows_with_id_column(tmp_path):
     f = tmp_path / "rows.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in _write_rows(tmp_path, "id")))
