@@ -5,6 +5,9 @@ set -u
 OUT=${1:-/tmp/gpu-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 export CUDA_AGENT_KERNELBENCH=${CUDA_AGENT_KERNELBENCH:-$PWD/.devdata/kernelbench.jsonl}
+# the in-workspace commands are shell commands: give the agent's shell a `cuda-agent`
+mkdir -p /tmp/ca-bin && printf '#!/bin/sh\nexec python3 -m cuda_agent.cli "$@"\n' > /tmp/ca-bin/cuda-agent && chmod +x /tmp/ca-bin/cuda-agent
+export PATH=/tmp/ca-bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 stage=${2:-all}
@@ -17,4 +20,10 @@ fi
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 scripts/bench_build.py "$OUT/build.json" 2>&1 | tail -12
   python3 scripts/bench_timing.py "$OUT/timing.json" 2>&1 | tail -6
+fi
+if [ "$stage" = episode ]; then
+  # a scripted agent episode on a real KernelBench CUDA task: the policy replays the bundled
+  # L1/12 solution through the ten tools and the in-workspace compile/verify/profile commands
+  python3 -m cuda_agent.cli solve L1/12 --kernelbench "$CUDA_AGENT_KERNELBENCH" --backend scripted \
+    --script examples/l1_12_diag_matmul --device cuda --out "$OUT/episode" 2>&1 | tail -15
 fi

@@ -170,7 +170,8 @@ class Runner:
             except BaseException as e:  # noqa: BLE001
                 return {"ok": False, "stage": "forward", "error": _short_tb(e, self.files),
                         "violations": [v.to_dict() for v in violations]}
-        return {"ok": True, "violations": [v.to_dict() for v in violations]}
+        unique = {(v.rule, v.message): v for v in violations}  # once per rule, not per input set
+        return {"ok": True, "violations": [v.to_dict() for v in unique.values()]}
 
     def time(self, cmd: dict) -> dict:
         try:
