@@ -8,7 +8,6 @@ their own object with the same method.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -21,23 +20,19 @@ class Evaluator(Protocol):
         ...
 
 
-@dataclass
 class SandboxEvaluator:
-    """Build, verify, time and reward through the local sandbox."""
+    """Build, verify, time and reward through the local sandbox; keyword arguments are
+    :class:`~cuda_agent.sandbox.check.CheckOptions` fields (one definition of the options)."""
 
-    device: str = "cuda"
-    rules: str = "strict"
-    reward: str = "paper"
-    n_sets: int = 5
-    timing: bool = True
-    baselines: bool = True
+    def __init__(self, **options) -> None:
+        from ..sandbox.check import CheckOptions
+
+        self.options = CheckOptions(**options)
 
     def check(self, task: Task, solution_dir: Path) -> CheckResult:
-        from ..sandbox.check import CheckOptions, check
+        from ..sandbox.check import check
 
-        return check(task, solution_dir, CheckOptions(device=self.device, rules=self.rules,
-                                                      reward=self.reward, n_sets=self.n_sets,
-                                                      timing=self.timing, baselines=self.baselines))
+        return check(task, solution_dir, self.options)
 
 
 def rank(r: CheckResult) -> tuple:
