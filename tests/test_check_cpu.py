@@ -77,7 +77,9 @@ def test_example_full_pipeline_with_compile_baseline(full_check):
     r = full_check
     assert r.compiled and r.correct, r.error
     assert r.error is None and r.violations == []
-    assert r.verdict.n_sets == 5 and r.verdict.stage == "compare"
+    assert r.verdict.n_sets == 7 and r.verdict.stage == "compare"  # 5 sets + 2 at other sizes
+    assert r.verdict.round == "shape" and r.verdict.precision_ratio is not None
+    assert r.timing.wall_ms is not None and r.exploit_classes == []
     assert r.max_abs_err is not None and r.max_abs_err < 1e-4
     assert r.t_gen_ms > 0 and r.t_eager_ms > 0 and r.t_compile_ms > 0
     assert r.speedup_eager == pytest.approx(r.t_eager_ms / r.t_gen_ms)

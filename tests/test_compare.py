@@ -163,3 +163,30 @@ def test_max_errors_accumulate_over_outputs():
 
 def test_empty_tensors():
     assert compare([torch.empty(0, 3)], [torch.empty(0, 3)]).ok
+
+
+def test_precision_honesty_against_float64():
+    """FP32 outputs are held to the FP32 reference's own error vs float64, times a factor:
+    FP16-rounded inputs pass the 1e-2 tolerance but not the precision check."""
+    torch.manual_seed(0)
+    a = torch.randn(256, 64, dtype=torch.float64)
+    b = torch.randn(64, 128, dtype=torch.float64)
+    r64 = a @ b
+    r32 = a.float() @ b.float()
+    honest = (a.float().flip(1) @ b.float().flip(0))  # another summation order: still FP32
+    low = a.half().float() @ b.half().float()  # FP16 inputs, FP32 accumulate: within 1e-2
+    ok = compare([honest], [r32], refs64=[r64])
+    assert ok.ok and ok.precision_ratio is not None and ok.precision_ratio < 10
+    bad = compare([low], [r32], refs64=[r64])
+    assert not bad.ok and bad.exploit_class == 8 and "float64" in bad.error and bad.precision_ratio > 10
+    assert compare([low], [r32], refs64=[r64], precision_factor=None).ok  # the check can be turned off
+    assert compare([low], [r32]).ok  # without a float64 run there is nothing to hold it to
+
+
+def test_nan_and_zero_failures_name_their_exploit_class():
+    ref = torch.full((1000,), 1e-3)
+    assert compare([torch.zeros(1000)], [ref]).exploit_class == 6
+    nan = ref.clone()
+    nan[3] = float("nan")
+    assert compare([nan], [ref]).exploit_class == 6
+    assert compare([ref * 3], [torch.full((1000,), 1.0)]).exploit_class is None  # plainly wrong

@@ -50,6 +50,12 @@ def print_result(r, as_json: bool) -> None:
         click.echo(f"violation {v.rule}: {v.message}" + (f" [{v.where}]" if v.where else ""))
     if r.error:
         click.echo("error     " + r.error.replace("\n", "\n          "))
+    if r.exploit_classes:
+        from .sandbox.exploits import label
+
+        click.echo("rejected  " + "; ".join(label(c) for c in r.exploit_classes) + "  (docs/defences.md)")
+    for w in r.warnings:
+        click.echo(f"warning   {w}")
     if r.t_gen_ms is not None:
         click.echo(f"time      yours {_fmt_ms(r.t_gen_ms)} | eager {_fmt_ms(r.t_eager_ms)} | "
                    f"torch.compile {_fmt_ms(r.t_compile_ms)}")

@@ -1,9 +1,12 @@
 """``check(task, solution, options) -> CheckResult``: the one door to the evaluator.
 
 build (cached) -> verify (candidate in its own process, reference and comparison here)
--> time (same recipe for candidate and baselines; baselines cached) -> reward.
+-> extra round (other sizes where the task allows, fresh seeds) -> time (same recipe for
+candidate and baselines; spot checks of outputs inside the loop, wall-clock and roofline
+cross-checks) -> reward.  Files we provide are hashed before and after the candidate runs.
 The CLI's ``check``/``compile``/``verify``/``profile``, the agent, eval and training all
-come through here.  Bad input of any kind ends in a CheckResult with ``error`` set.
+come through here.  Bad input of any kind ends in a CheckResult with ``error`` set; every
+rejection names its exploit class (``CheckResult.exploit_classes``, sandbox/exploits.py).
 """
 
 from __future__ import annotations
@@ -21,15 +24,18 @@ import traceback
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import reward as rewards
 from ..tasks import Task, TaskError, validate_source
-from . import baselines
+from . import baselines, roofline
 from .build import build, kernel_sources
-from .compare import compare
+from .compare import PRECISION_FACTOR, compare
+from .exploits import label
 from .process import RunnerDied, RunnerProcess
 from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
+from .variants import size_variants
 
 
 @dataclass
@@ -53,10 +59,19 @@ class CheckOptions:
     rtol: float | None = None
     seed: int | None = None
     """Fix the verification seeds (tests, reproduction); None draws fresh ones."""
+    precision_factor: float | None = PRECISION_FACTOR
+    """FP32 outputs: the candidate's error vs float64 may be at most this multiple of the FP32
+    reference's own (None turns the precision-honesty check off)."""
+    extra_round: bool = True
+    """After the main round, verify on other input sizes (where the task allows) and fresh seeds."""
+    spot_checks: int = 3
+    """Calls inside the timing loop whose outputs are checked (guarded like verification)."""
     build_timeout: float = 300.0
     verify_timeout: float = 300.0
     time_timeout: float = 300.0
     recipe: Recipe = field(default_factory=Recipe)
+    limits: Any = None
+    """Resource caps for the candidate's process (sandbox.isolation.Limits); None: defaults."""
 
 
 def _module_from_source(source: str, name: str) -> types.ModuleType:
@@ -117,11 +132,55 @@ def _static_violations(sol_dir: Path, sol_file: Path, task: Task, rules: str) ->
 
 
 def _protected(sol_dir: Path, task: Task) -> list[Violation]:
+    from .workspace import changed_provided_files
+
+    out = []
     ref = sol_dir / "model.py"
     if ref.is_file() and ref.read_text() != task.source:
-        return [Violation("protected-file-changed", "model.py (the reference) was modified; the evaluator "
-                          "always uses the task's original", "model.py", exploit_class=16)]
-    return []
+        out.append(Violation("protected-file-changed", "model.py (the reference) was modified; the evaluator "
+                             "always uses the task's original", "model.py", exploit_class=16))
+    others = [f for f in changed_provided_files(sol_dir) if f != "model.py"]
+    if others:
+        out.append(Violation("protected-file-changed", "files the workspace was given were changed or deleted: "
+                             + ", ".join(others), others[0], exploit_class=16))
+    return out
+
+
+def _digest_files(paths) -> dict[str, str]:
+    out = {}
+    for p in paths:
+        try:
+            out[str(p)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        except OSError:
+            out[str(p)] = "missing"
+    return out
+
+
+def _package_files() -> list[Path]:
+    """What the candidate's process runs or builds against: the runner and its imports, the
+    extension loader and the binding infrastructure (patched, they would fool later checks)."""
+    here = Path(__file__).resolve().parent
+    names = ("__init__.py", "runner.py", "timing.py", "guards.py", "results.py")
+    return sorted([here / n for n in names] + [here.parent / "__init__.py", here.parent / "ext.py"]
+                  + [p for p in (here / "infra").iterdir() if p.is_file()])
+
+
+def _changed_files(before: dict[str, str]) -> list[Violation]:
+    after = _digest_files(before)
+    changed = [Path(k).name for k in before if after.get(k) != before[k]]
+    if not changed:
+        return []
+    return [Violation("evaluator-files-changed", "files of the evaluator or the job were changed while the "
+                      "candidate ran: " + ", ".join(changed[:6]), changed[0], exploit_class=16)]
+
+
+def _explain(vs: list[Violation]) -> str:
+    return "rules violated: " + "; ".join(
+        v.message + (f" [{v.where}]" if v.where else "") + (f" <{label(v.exploit_class)}>" if v.exploit_class else "")
+        for v in vs[:5])
+
+
+FAULT_STAGES = {"timeout", "crash", "memory", "processes"}
 
 
 def check(task: Task, solution: str | Path, options: CheckOptions | None = None) -> CheckResult:
@@ -141,11 +200,42 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
         res.error = f"internal error: {type(e).__name__}: {e}"
         res.verdict = Verdict(correct=False, error=traceback.format_exc(limit=3), stage="internal")
     res.correct = bool(res.correct and not res.violations)
+    classes = {v.exploit_class for v in res.violations if v.exploit_class}
+    if res.verdict is not None and not res.verdict.correct:
+        if res.verdict.stage in FAULT_STAGES and res.verdict.exploit_class is None:
+            res.verdict.exploit_class = 18
+        if res.verdict.exploit_class:
+            classes.add(res.verdict.exploit_class)
+    res.exploit_classes = sorted(classes)
     res.reward = rewards.compute(o.reward, rewards.Outcome(
         compiled=res.compiled, correct=res.correct, t_gen=res.t_gen_ms, t_eager=res.t_eager_ms,
         t_compile=res.t_compile_ms))
     res.seconds = round(time.perf_counter() - t0, 3)
     return res
+
+
+class _Reference:
+    """The reference model in the judge: outputs (and float64 outputs) for any seed."""
+
+    def __init__(self, task: Task, device: str, init_seed: int) -> None:
+        import torch
+
+        self.device = device
+        self.mod = _module_from_source(task.source, f"cuda_agent_task_{task.sha}")
+        torch.manual_seed(init_seed)
+        self.model = self.mod.Model(*self.mod.get_init_inputs()).to(device)
+        self.model64 = _float64_twin(self.model)
+
+    def outputs(self, seed: int, mod=None) -> tuple[list, list | None, int]:
+        """(outputs, float64 outputs or None, input bytes) for the inputs of ``seed``."""
+        import torch
+
+        with torch.no_grad():
+            xs = _inputs(mod or self.mod, seed, self.device)
+            nbytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
+            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(self.model(*xs))]
+            r64 = _run64(self.model64, xs) if self.model64 is not None else None
+        return outs, r64, nbytes
 
 
 def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) -> None:
@@ -178,71 +268,134 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
     try:
         task_file = job_dir / "reference.py"
         task_file.write_text(task.source)
+        ext = None
+        if b.so_path:  # the runner loads its own copy: the build cache can stay hidden from it
+            ext = job_dir / "extension.so"
+            shutil.copy2(b.so_path, ext)
         init_seed = secrets.randbits(31) if o.seed is None else o.seed
         job = {"device": o.device, "task_file": str(task_file), "solution_file": str(sol_file.resolve()),
-               "solution_dir": str(sol_dir.resolve()), "extension": b.so_path, "rules": o.rules,
+               "solution_dir": str(sol_dir.resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
                "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew"}
         (job_dir / "job.json").write_text(json.dumps(job))
         env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
-        runner = RunnerProcess(job_dir / "job.json", env=env)  # starts importing torch while we work
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        ref_mod = _module_from_source(task.source, f"cuda_agent_task_{task.sha}")
-        torch.manual_seed(init_seed)
-        ref_model = ref_mod.Model(*ref_mod.get_init_inputs()).to(o.device)
-        torch.save(ref_model.state_dict(), job_dir / "weights.pt")
+        ref = _Reference(task, o.device, init_seed)
+        torch.save(ref.model.state_dict(), job_dir / "weights.pt")
+        watched = _digest_files(_package_files() + [task_file, job_dir / "weights.pt", job_dir / "job.json"]
+                                + ([ext] if ext else []))
+        runner = RunnerProcess(job_dir / "job.json", env=env, **({"limits": o.limits} if o.limits is not None else {}))
+        res.isolation = getattr(runner, "isolation", "")
+        res.warnings += list(getattr(runner, "warnings", []))
+
         rng = secrets.SystemRandom() if o.seed is None else __import__("random").Random(o.seed)
         seeds = [rng.randrange(1, 2**31) for _ in range(o.n_sets)]
-        refs: dict = {}
-        refs64: dict = {}
+        expected = {}
         set_bytes = 0
-        model64 = _float64_twin(ref_model)
-        with torch.no_grad():
-            for s in seeds:
-                xs = _inputs(ref_mod, s, o.device)
-                set_bytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
-                refs[s] = [r.detach().clone() if isinstance(r, torch.Tensor) else r
-                           for r in _flatten(ref_model(*xs))]
-                if model64 is not None:
-                    refs64[s] = _run64(model64, xs)
-                del xs
+        for s in seeds:
+            outs, r64, set_bytes = ref.outputs(s)
+            expected[s] = (outs, r64)
 
-        def fail(stage: str, error: str, violations=()) -> None:
-            res.verdict = Verdict(correct=False, error=error, stage=stage, violations=list(violations))
+        def fail(stage: str, error: str, violations=(), cls: int | None = None, rnd: str = "main") -> None:
+            res.verdict = Verdict(correct=False, error=error, stage=stage, violations=list(violations),
+                                  exploit_class=cls, round=rnd)
             res.error = error
+
+        def run(seeds_: list[int], inputs_file: Path | None = None) -> dict | None:
+            cmd = {"cmd": "run", "seeds": seeds_, "out_dir": str(job_dir)}
+            if inputs_file is not None:
+                cmd["inputs_file"] = str(inputs_file)
+            try:
+                rep = runner.request(cmd, o.verify_timeout)
+            except RunnerDied as e:
+                fail(e.stage, str(e), rnd="shape" if inputs_file else "main")
+                return None
+            vs = [Violation.from_dict(v) for v in rep.get("violations", [])]
+            res.violations += [v for v in vs if (v.rule, v.message) not in {(w.rule, w.message) for w in res.violations}]
+            if not rep["ok"]:
+                fail(rep.get("stage", "forward"), rep["error"], vs, rep.get("exploit_class"),
+                     "shape" if inputs_file else "main")
+                return None
+            return rep
 
         try:
             rep = runner.request({"cmd": "load"}, o.verify_timeout)
-            if not rep["ok"]:
-                return fail(rep.get("stage", "load"), rep["error"])
-            rep = runner.request({"cmd": "run", "seeds": seeds, "out_dir": str(job_dir)}, o.verify_timeout)
         except RunnerDied as e:
             return fail(e.stage, str(e))
-        run_violations = [Violation.from_dict(v) for v in rep.get("violations", [])]
-        res.violations += run_violations
+        res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
         if not rep["ok"]:
-            return fail(rep.get("stage", "forward"), rep["error"], run_violations)
-        max_abs = max_rel = 0.0
-        for k, s in enumerate(seeds):
-            outs = torch.load(job_dir / f"out_{s}.pt", weights_only=True, map_location=o.device)
-            (job_dir / f"out_{s}.pt").unlink()
-            cmp = compare(outs, refs[s], o.atol, o.rtol, refs64=refs64.get(s))
-            max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
-            res.max_abs_err, res.max_rel_err = max_abs, max_rel
-            if not cmp.ok:
-                res.verdict = Verdict(False, f"input set {k + 1}/{len(seeds)}: {cmp.error}", "compare",
-                                      max_abs, max_rel, cmp.atol, cmp.rtol, k, run_violations)
-                res.error = res.verdict.error
-                return
-        res.verdict = Verdict(True, None, "compare", max_abs, max_rel, cmp.atol, cmp.rtol, len(seeds),
-                              run_violations)
-        res.correct = True
-        if res.violations:
-            res.error = "rules violated: " + "; ".join(
-                f"{v.message}" + (f" [{v.where}]" if v.where else "") for v in res.violations[:5])
+            return fail(rep.get("stage", "load"), rep["error"])
+        if run(seeds) is None:
             return
-        del refs, ref_model
+        stats = {"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0}
+
+        def judge(seed: int, exp, what: str, rnd: str) -> bool:
+            f = job_dir / f"out_{seed}.pt"
+            outs = torch.load(f, weights_only=True, map_location=o.device)
+            f.unlink()
+            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor)
+            stats["abs"], stats["rel"] = max(stats["abs"], cmp.max_abs_err), max(stats["rel"], cmp.max_rel_err)
+            if cmp.precision_ratio is not None:
+                stats["ratio"] = max(stats["ratio"] or 0.0, cmp.precision_ratio)
+            res.max_abs_err, res.max_rel_err = stats["abs"], stats["rel"]
+            if not cmp.ok:
+                cls = cmp.exploit_class if cmp.exploit_class is not None else (7 if rnd == "shape" else None)
+                res.verdict = Verdict(False, f"{what}: {cmp.error}", "compare", stats["abs"], stats["rel"], cmp.atol,
+                                      cmp.rtol, stats["n"], list(res.violations), cls, rnd, stats["ratio"])
+                res.error = res.verdict.error
+                return False
+            stats["n"] += 1
+            stats["tol"] = (cmp.atol, cmp.rtol)
+            return True
+
+        digests = {_first_output_digest(job_dir / f"out_{s}.pt") for s in seeds}
+        if len(seeds) > 1 and len(digests) == 1 and _refs_differ([expected[s][0] for s in seeds]):
+            v = Violation("output-ignores-input", "the output is bit-identical for every input set while the "
+                          "reference's changes: the result does not depend on the inputs (cached or hard-coded)",
+                          "", exploit_class=7)
+            res.violations.append(v)
+            return fail("compare", v.message, [v], 7)
+        for k, s in enumerate(seeds):
+            if not judge(s, expected[s], f"input set {k + 1}/{len(seeds)}", "main"):
+                return
+
+        # 2b. extra round: other sizes where the task allows them, always fresh seeds
+        last_round = "main"
+        if o.extra_round and not res.violations:
+            extra = [rng.randrange(1, 2**31) for _ in range(2)]
+            variant_file, desc, exp2 = None, "the same sizes", None
+            for d, src in size_variants(task.source):
+                try:
+                    vmod = _module_from_source(src, f"cuda_agent_variant_{task.sha}")
+                    exp2 = {s: ref.outputs(s, vmod)[:2] for s in extra}
+                except Exception:
+                    exp2 = None
+                    continue
+                variant_file, desc = job_dir / "variant.py", d
+                variant_file.write_text(src)
+                break
+            if exp2 is None:
+                exp2 = {s: ref.outputs(s)[:2] for s in extra}
+            if run(extra, variant_file) is None:
+                if res.verdict is not None and res.verdict.stage == "forward":
+                    res.verdict.exploit_class = res.verdict.exploit_class or 7
+                    res.verdict.error = res.error = f"with other input sizes ({desc}): {res.verdict.error}"
+                return
+            for k, s in enumerate(extra):
+                if not judge(s, exp2[s], f"extra round with other inputs ({desc}), set {k + 1}/{len(extra)}",
+                             "shape" if variant_file else "main"):
+                    return
+            last_round = "shape" if variant_file else "main"
+            del exp2
+        res.verdict = Verdict(True, None, "compare", stats["abs"], stats["rel"], *stats.get("tol", (None, None)),
+                              stats["n"], list(res.violations), None, last_round, stats["ratio"])
+        res.correct = True
+        res.violations += _changed_files(watched)
+        if res.violations:
+            res.error = _explain(res.violations)
+            return
+        del expected
 
         # 3. time
         if not o.timing:
@@ -250,16 +403,49 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         n_rot = rotation_sets(set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(n_rot)]
         try:
-            rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__}, o.time_timeout)
+            rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
+                                  "spot_checks": o.spot_checks, "out_dir": str(job_dir)}, o.time_timeout)
         except RunnerDied as e:
             res.error = f"timing failed: {e}"
+            res.verdict = Verdict(False, res.error, e.stage, round="timing")
+            res.correct = False
             return
         if not rep["ok"]:
             res.error = f"timing failed: {rep['error']}"
             return
+        res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
+        for spot in rep.get("spots", []):
+            exp = ref.outputs(tseeds[spot["set"]])[:2]
+            outs = torch.load(spot["file"], weights_only=True, map_location=o.device)
+            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor)
+            if not cmp.ok:
+                res.violations.append(Violation(
+                    "timing-output-wrong", f"an output produced inside the timing loop is wrong ({cmp.error}); "
+                    f"the kernel must do the same work whether or not it is being timed", "", exploit_class=12))
+                break
         res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
-                            rep["min_ms"])
+                            rep["min_ms"], wall_ms=rep.get("wall_ms"))
         res.t_gen_ms = rep["median_ms"]
+        if o.device == "cuda":
+            wall = rep.get("wall_ms")
+            if wall is not None and wall > 1.5 * rep["median_ms"] + 0.02:
+                res.violations.append(Violation(
+                    "hidden-work", f"back-to-back calls take {wall:.4g} ms each by the wall clock with a "
+                    f"device-wide synchronize, but {rep['median_ms']:.4g} ms by events on the current stream: work "
+                    f"runs outside the current stream (join other streams before returning)", "", exploit_class=10))
+            name = torch.cuda.get_device_name(torch.cuda.current_device())
+            bound = roofline.input_bound_ms(set_bytes, name)
+            res.timing.roofline_ms = bound
+            if bound is not None and rep["median_ms"] < roofline.FLAG_FRACTION * bound:
+                res.violations.append(Violation(
+                    "faster-than-roofline", f"{rep['median_ms']:.4g} ms per call is under half the time needed just "
+                    f"to read the inputs at {name}'s peak bandwidth ({bound:.4g} ms): work is skipped or results "
+                    f"are reused across calls", "", exploit_class=13))
+        res.violations += _changed_files(watched)
+        if res.violations:
+            res.correct = False
+            res.error = _explain(res.violations)
+            return
     finally:
         if runner is not None:
             runner.close()
@@ -276,6 +462,36 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:
             res.speedup_compile = res.t_compile_ms / res.t_gen_ms
+
+
+def _first_output_digest(f: Path) -> str:
+    import torch
+
+    outs = torch.load(f, weights_only=True)
+    if not outs or not isinstance(outs[0], torch.Tensor):
+        return "none"
+    t = outs[0].detach().contiguous().reshape(-1)
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        return f"non-finite {f.name}"  # NaN outputs are reported by the comparison, not as constant
+    return hashlib.sha256(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"").hexdigest()
+
+
+def _refs_differ(refs: list[list]) -> bool:
+    """The reference's first output changes across input sets beyond FP32 round-off."""
+    import torch
+
+    firsts = [r[0] for r in refs if r and isinstance(r[0], torch.Tensor) and r[0].is_floating_point()]
+    if len(firsts) < 2:
+        return False
+    a = firsts[0].double()
+    for b in firsts[1:]:
+        b = b.double()
+        if a.shape != b.shape:
+            return True
+        scale = max(float(a.norm()), float(b.norm()), 1e-30)
+        if float((a - b).norm()) / scale > 1e-4:
+            return True
+    return False
 
 
 def _float64_twin(model):

@@ -3,6 +3,11 @@
 Beyond ``allclose`` (|a - b| <= atol + rtol |b|), the relative L2 error
 ||a - b|| / ||b|| must stay under ``rtol``: an output of zeros (or any output that is only
 right where the true values are tiny) fails even when every element is within ``atol``.
+
+Precision honesty (FP32 outputs with a float64 run of the reference): the candidate's
+relative-L2 error against float64 may be at most ``precision_factor`` times the FP32
+reference's own (floored at ``PRECISION_FLOOR``), so TF32/FP16/BF16 arithmetic in an FP32
+task fails even where the 1e-2 tolerance would accept it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,11 @@ TOLERANCES = {
 }
 
 
+PRECISION_FACTOR = 10.0
+PRECISION_FLOOR = 1e-6
+"""Relative-L2 error floor of the FP32 reference (about 16 units of FP32 round-off)."""
+
+
 @dataclass
 class Comparison:
     ok: bool
@@ -28,6 +38,8 @@ class Comparison:
     max_rel_err: float
     atol: float
     rtol: float
+    exploit_class: int | None = None
+    precision_ratio: float | None = None
 
 
 def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
@@ -36,12 +48,13 @@ def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None
 
 
 def compare(outs: list, refs: list, atol: float | None = None, rtol: float | None = None,
-            refs64: list | None = None) -> Comparison:
+            refs64: list | None = None, precision_factor: float | None = PRECISION_FACTOR) -> Comparison:
     """``refs64``: the same reference run in float64.  For float32 outputs it is the truth the
     candidate is compared with, and ``atol`` grows to twice the float32 reference's own worst
     error, so an honest FP32 kernel is never failed for rounding the reference also does
     (cancellation near zero), while zeros or a wrong function still fail."""
     max_abs = max_rel = 0.0
+    ratio: float | None = None
     used = (atol or 0.0, rtol or 0.0)
     if len(outs) != len(refs):
         return Comparison(False, f"forward returned {len(outs)} outputs, the reference returns {len(refs)}",
@@ -72,12 +85,16 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
         a_fin = torch.isfinite(a)
         if not bool(a_fin.all()):
             n = int((~a_fin).sum())
-            return Comparison(False, f"{name} has {n} NaN/Inf values", max_abs, max_rel, at, rt)
+            return Comparison(False, f"{name} has {n} NaN/Inf values (elements a kernel leaves unwritten are "
+                                     f"NaN-poisoned during verification)", max_abs, max_rel, at, rt, 6)
         a64, b64 = a.double(), b.double()
         r64 = refs64[i] if refs64 is not None and i < len(refs64) else None
+        own_l2 = None
         if (b.dtype == torch.float32 and isinstance(r64, torch.Tensor) and r64.dtype == torch.float64
                 and r64.shape == b.shape and bool(torch.isfinite(r64).all())):
             own = float((b64 - r64).abs().max()) if b.numel() else 0.0
+            r64_norm = float(r64.norm())
+            own_l2 = float((b64 - r64).norm()) / r64_norm if r64_norm > 0 else None
             at = max(at, 2.0 * own)
             b64 = r64
             used = (at, rt)
@@ -98,5 +115,15 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
             if rel_l2 > rt:
                 return Comparison(False, f"{name}: relative L2 error {rel_l2:.3g} exceeds {rt:g} although each "
                                          f"element is within atol (outputs such as zeros where the true values "
-                                         f"are small do not pass)", max_abs, max_rel, at, rt)
-    return Comparison(True, None, max_abs, max_rel, *used)
+                                         f"are small do not pass)", max_abs, max_rel, at, rt, 6)
+            if own_l2 is not None and precision_factor:
+                base = max(own_l2, PRECISION_FLOOR)
+                r = rel_l2 / base
+                ratio = r if ratio is None else max(ratio, r)
+                if r > precision_factor:
+                    return Comparison(False, f"{name}: relative L2 error vs a float64 run is {rel_l2:.3g}, {r:.0f}x "
+                                             f"the FP32 reference's own ({base:.2g}); at most {precision_factor:g}x "
+                                             f"is allowed: an FP32 task needs FP32 accuracy (no TF32/FP16/BF16 "
+                                             f"arithmetic or cruder approximations)", max_abs, max_rel, at, rt, 8,
+                                      ratio)
+    return Comparison(True, None, max_abs, max_rel, *used, precision_ratio=ratio)

@@ -66,6 +66,12 @@ class Verdict(_JSON):
     n_sets: int = 0
     """Input sets that passed."""
     violations: list[Violation] = field(default_factory=list)
+    exploit_class: int | None = None
+    """The exploits.md class this failure is typical of (6 NaN/zeros, 7 other shape, 8 precision...)."""
+    round: str = "main"
+    """Which round failed or passed last: ``main``, ``shape`` (other sizes/seeds), ``timing-spot``."""
+    precision_ratio: float | None = None
+    """Worst relative-L2 error of the candidate vs float64, over the FP32 reference's own (FP32 tasks)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Verdict":
@@ -87,6 +93,10 @@ class Timing(_JSON):
     """``cuda-events`` or ``host-clock``, plus the recipe's parameters."""
     calls_per_sample: int = 1
     min_ms: float | None = None
+    wall_ms: float | None = None
+    """Device-synchronized wall time per call over back-to-back calls (the cross-check)."""
+    roofline_ms: float | None = None
+    """Time to read the inputs once at the device's peak memory bandwidth (a lower bound)."""
 
 
 @dataclass
@@ -114,6 +124,12 @@ class CheckResult(_JSON):
     verdict: Verdict | None = None
     timing: Timing | None = None
     seconds: float = 0.0
+    exploit_classes: list[int] = field(default_factory=list)
+    """exploits.md classes of every rejection (violations and verdict); see sandbox/exploits.py."""
+    warnings: list[str] = field(default_factory=list)
+    """Things the user should know that do not change the verdict (e.g. isolation unavailable)."""
+    isolation: str = ""
+    """What the candidate process ran under (namespaces, limits)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CheckResult":

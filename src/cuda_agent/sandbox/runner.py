@@ -7,8 +7,11 @@ from the seeds it is told (the judge generates the same ones), runs ``forward``,
 outputs as plain tensors that the judge reads with ``torch.load(weights_only=True)``.
 
 Commands: ``load`` (import task + solution, build the model, load the reference weights),
-``run`` (one forward per seed, under the strict guard when asked), ``time`` (timing recipe),
-``exit``.
+``run`` (one forward per seed, under the strict guard when asked, with uninitialised memory
+NaN-poisoned; ``inputs_file`` swaps in a task variant of other sizes), ``time`` (timing
+recipe, with guarded output spot checks at random points inside the loop and a
+device-synchronized wall-clock cross-check), ``exit``.  Every reply also reports patched
+timers/checker functions and threads left running after ``forward``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import sys
+import threading
+import time as _time
 import traceback
 from pathlib import Path
 
@@ -27,6 +33,43 @@ import torch  # noqa: E402
 
 from .guards import StrictGuard  # noqa: E402
 from .results import Violation  # noqa: E402
+
+# what a candidate might patch, bound before it is imported (class 5 checker, class 11 timers)
+_WATCHED = {
+    "time.perf_counter": (_time, "perf_counter", 11), "time.time": (_time, "time", 11),
+    "time.monotonic": (_time, "monotonic", 11),
+    "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", 11),
+    "torch.cuda.Event.record": (torch.cuda.Event, "record", 11),
+    "torch.cuda.synchronize": (torch.cuda, "synchronize", 11),
+    "torch.allclose": (torch, "allclose", 5), "torch.equal": (torch, "equal", 5),
+    "torch.testing.assert_close": (torch.testing, "assert_close", 5), "torch.compile": (torch, "compile", 5),
+    "torch.save": (torch, "save", 5), "torch.nn.Module.__call__": (torch.nn.Module, "__call__", 5),
+}
+_ORIGINAL = {k: getattr(o, a) for k, (o, a, _) in _WATCHED.items()}
+
+
+def _patched() -> list[Violation]:
+    out = []
+    for k, (o, a, cls) in _WATCHED.items():
+        if getattr(o, a, None) is not _ORIGINAL[k]:
+            rule = "timer-patched" if cls == 11 else "checker-patched"
+            out.append(Violation(rule, f"{k} was replaced by the solution (the evaluator's clocks and "
+                                       f"checks do not use it, and patching is not allowed)", "", exploit_class=cls))
+    return out
+
+
+def _os_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _poison(on: bool) -> None:
+    """NaN-fill (max for integers) every tensor torch allocates uninitialised, incl. at::empty
+    in a binding: elements a kernel forgets to write cannot hold a plausible value."""
+    torch.use_deterministic_algorithms(on, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = on
 
 
 def _import(path: str, name: str):
@@ -74,10 +117,22 @@ class Runner:
         self.model = None
         self.task = None
         self.files = tuple(Path(p).name for p in (job.get("solution_file"), job.get("task_file")) if p)
+        self._forwards = 0
 
-    def inputs(self, seed: int) -> list:
+    def inputs(self, seed: int, source=None) -> list:
         torch.manual_seed(seed)
-        return [_to_device(x, self.device) for x in self.task.get_inputs()]
+        return [_to_device(x, self.device) for x in (source or self.task).get_inputs()]
+
+    def _reference_forward_patched(self) -> list[Violation]:
+        m = getattr(self.task, "Model", None)
+        if m is not None and getattr(self, "_ref_forward", None) is not None and m.forward is not self._ref_forward:
+            return [Violation("checker-patched", "the reference Model.forward was replaced by the solution",
+                              "", exploit_class=5)]
+        return []
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            timing._sync()
 
     # -- commands ---------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
@@ -85,6 +140,7 @@ class Runner:
         stage = "load"
         try:
             self.task = _import(job["task_file"], "cuda_agent_reference_task")
+            self._ref_forward = getattr(getattr(self.task, "Model", None), "forward", None)
             cls_name = job.get("class_name", "ModelNew")
             if job.get("solution_file") and job["solution_file"] != job["task_file"]:
                 sol = _import(job["solution_file"], "model_new")
@@ -126,52 +182,72 @@ class Runner:
             if job.get("compile"):
                 model = torch.compile(model)
             self.model = model
-            return {"ok": True}
+            return {"ok": True, "violations": [v.to_dict() for v in _patched() + self._reference_forward_patched()]}
         except BaseException as e:  # noqa: BLE001 - any failure of untrusted code is a verdict
             return {"ok": False, "stage": stage, "error": _short_tb(e, self.files)}
 
     def run(self, cmd: dict) -> dict:
         out_dir = Path(cmd["out_dir"])
         strict = self.job.get("rules") == "strict"
+        source = _import(cmd["inputs_file"], f"cuda_agent_variant_{abs(hash(cmd['inputs_file']))}") \
+            if cmd.get("inputs_file") else None
         violations: list[Violation] = []
-        for seed in cmd["seeds"]:
-            try:
-                xs = self.inputs(seed)
-                before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
-                guard = StrictGuard(solution_files=self.files) if strict else None
-                with torch.no_grad():
-                    if guard is not None:
-                        with guard:
+
+        def reply(ok: bool, **kw) -> dict:
+            vs = violations + _patched() + self._reference_forward_patched()
+            unique = {(v.rule, v.message): v for v in vs}  # once per rule, not per input set
+            return {"ok": ok, **kw, "violations": [v.to_dict() for v in unique.values()]}
+
+        _poison(True)
+        try:
+            for seed in cmd["seeds"]:
+                try:
+                    xs = self.inputs(seed, source)
+                    before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+                    guard = StrictGuard(solution_files=self.files) if strict else None
+                    py_threads = set(threading.enumerate())
+                    os_threads = _os_threads()
+                    with torch.no_grad():
+                        if guard is not None:
+                            with guard:
+                                out = self.model(*xs)
+                        else:
                             out = self.model(*xs)
-                    else:
-                        out = self.model(*xs)
-                if self.device == "cuda":
-                    torch.cuda.synchronize()
-                outs = flatten(out)
-                if guard is not None:
-                    violations += [v for v in guard.violations() if v.message not in {w.message for w in violations}]
-                for a, b in zip(xs, before):
-                    if isinstance(a, torch.Tensor) and not torch.equal(a, b):
-                        violations.append(Violation("input-mutated", "forward modified one of its inputs in place",
-                                                    "", exploit_class=4))
-                        break
-                if _storages(outs) & _storages(xs):
-                    violations.append(Violation("output-aliases-input",
-                                                "an output shares memory with an input (return a new tensor)",
-                                                "", exploit_class=6))
-                bad = [type(o).__name__ for o in outs if type(o) is not torch.Tensor and
-                       not isinstance(o, (int, float, bool))]
-                if bad:
-                    return {"ok": False, "stage": "forward",
-                            "error": f"forward returned {', '.join(bad)}; outputs must be plain tensors",
-                            "violations": [v.to_dict() for v in violations]}
-                plain = [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
-                torch.save(plain, out_dir / f"out_{seed}.pt")
-            except BaseException as e:  # noqa: BLE001
-                return {"ok": False, "stage": "forward", "error": _short_tb(e, self.files),
-                        "violations": [v.to_dict() for v in violations]}
-        unique = {(v.rule, v.message): v for v in violations}  # once per rule, not per input set
-        return {"ok": True, "violations": [v.to_dict() for v in unique.values()]}
+                    self._sync()
+                    outs = flatten(out)
+                    if guard is not None:
+                        violations += guard.violations()
+                    left = [t for t in threading.enumerate() if t not in py_threads and t.is_alive()]
+                    grew = self._forwards > 0 and _os_threads() > os_threads
+                    if left or grew:
+                        violations.append(Violation(
+                            "background-thread", "forward left a thread running after it returned (work must be "
+                            "finished, on the current stream, when forward returns)",
+                            ", ".join(t.name for t in left[:3]), exploit_class=10))
+                    self._forwards += 1
+                    for a, b in zip(xs, before):
+                        if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                            violations.append(Violation("input-mutated", "forward modified one of its inputs in "
+                                                        "place", "", exploit_class=4))
+                            break
+                    if _storages(outs) & _storages(xs):
+                        violations.append(Violation("output-aliases-input",
+                                                    "an output shares memory with an input (return a new tensor)",
+                                                    "", exploit_class=6))
+                    bad = [type(o).__name__ for o in outs if type(o) is not torch.Tensor and
+                           not isinstance(o, (int, float, bool))]
+                    if bad:
+                        return reply(False, stage="forward", exploit_class=9,
+                                     error=f"forward returned {', '.join(bad)}; outputs must be plain tensors "
+                                           f"(no subclasses or lazy objects)")
+                    plain = [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else torch.tensor(o)
+                             for o in outs]
+                    torch.save(plain, out_dir / f"out_{seed}.pt")
+                except BaseException as e:  # noqa: BLE001
+                    return reply(False, stage="forward", error=_short_tb(e, self.files))
+        finally:
+            _poison(False)
+        return reply(True)
 
     def time(self, cmd: dict) -> dict:
         try:
@@ -183,10 +259,39 @@ class Runner:
             def call(i: int):
                 return model(*sets[i])
 
+            spots: list[tuple[int, list]] = []
+            guard = StrictGuard(solution_files=self.files) if self.job.get("rules") == "strict" else None
+
+            def spot(i: int) -> None:
+                """One call inside the timing loop, guarded, its output copied right after a sync
+                (work deferred past the call -- super-batching -- shows up as a wrong output)."""
+                if guard is not None:
+                    with guard:
+                        out = model(*sets[i])
+                else:
+                    out = model(*sets[i])
+                self._sync()
+                spots.append((i, [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o
+                                  for o in flatten(out)]))
+
             recipe = timing.Recipe(**cmd.get("recipe", {}))
+            n_spot = int(cmd.get("spot_checks", 0))
             with torch.no_grad():
-                res = timing.measure(call, len(sets), self.device, recipe)
-            return {"ok": True, **res}
+                res = timing.measure(call, len(sets), self.device, recipe, spot=spot if n_spot else None,
+                                     n_spot=n_spot, rng=random.Random(os.urandom(8)))
+            violations = (guard.violations() if guard is not None else []) + _patched()
+            for v in violations:
+                if v.rule == "torch-op-in-forward":
+                    v.rule, v.exploit_class = "torch-op-in-timing", 12
+                    v.message = v.message.replace("inside ModelNew.forward", "inside ModelNew.forward during timing")
+            files = []
+            if cmd.get("out_dir"):
+                for j, (i, outs) in enumerate(spots):
+                    f = Path(cmd["out_dir"]) / f"spot_{j}.pt"
+                    torch.save([o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs], f)
+                    files.append({"set": i, "file": str(f)})
+            res.pop("samples_ms", None) if cmd.get("drop_samples") else None
+            return {"ok": True, **res, "spots": files, "violations": [v.to_dict() for v in violations]}
         except BaseException as e:  # noqa: BLE001
             return {"ok": False, "stage": "time", "error": _short_tb(e, self.files)}
 

@@ -106,7 +106,7 @@ class Context:
     violations: list[Violation] = field(default_factory=list)
     _seen: set[tuple[str, str, str]] = field(default_factory=set)
 
-    def flag(self, rule_id: str, message: str, where: str) -> None:
+    def flag(self, rule_id: str, message: str, where: str, exploit_class: int | None = None) -> None:
         rule = RULES[rule_id]
         if self.profile not in rule.profiles:
             return
@@ -114,7 +114,7 @@ class Context:
         if key in self._seen:
             return
         self._seen.add(key)
-        self.violations.append(Violation(rule_id, message, where, rule.exploit_class))
+        self.violations.append(Violation(rule_id, message, where, exploit_class or rule.exploit_class))
 
 
 @dataclass
@@ -1088,7 +1088,7 @@ def _check_imports(mod: PyModule, ctx: Context) -> None:
             if key == "model":
                 ctx.flag(R_PY_REFERENCE, "import of the reference module (model.py): a solution must not use the reference", mod.where(node))
             elif key is not None:
-                ctx.flag(R_PY_IMPORT, f"import of {name}: not allowed in a solution (exploit class {FORBIDDEN_IMPORTS[key]})", mod.where(node))
+                ctx.flag(R_PY_IMPORT, f"import of {name}: not allowed in a solution (exploit class {FORBIDDEN_IMPORTS[key]})", mod.where(node), FORBIDDEN_IMPORTS[key])
             elif name.split(".")[0] in FOREIGN_COMPUTE:
                 ctx.flag(R_PY_FOREIGN, f"import of {name}: compute must come from the solution's own kernels", mod.where(node))
             elif name in modules and name not in STRICT_ALLOWED_IMPORTS and not name.startswith("cuda_agent.ext."):

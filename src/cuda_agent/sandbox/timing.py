@@ -8,6 +8,12 @@ event.  Samples are collected in rounds until the 95% confidence interval of the
 is within ``target`` of it (or a cap on samples / seconds).  The result is the median
 per-call time and the inter-quartile spread.  On the CPU the host clock replaces events.
 
+Two cross-checks ride along: ``spot`` calls, placed at random sample slots inside the
+loop (untimed), let the caller check outputs produced *during* timing; and after the
+samples, a run of back-to-back calls ends with a device-wide synchronize and is timed
+on the host clock (``wall_ms``), so work hidden on another stream, which the events on
+the current stream do not see, shows up as wall time far above the median.
+
 The clock functions are bound at import, before any candidate code is loaded, so a
 candidate that patches ``torch.cuda.Event`` or ``time.perf_counter`` later does not
 change what this module calls.
@@ -16,6 +22,7 @@ change what this module calls.
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -69,8 +76,12 @@ def summarize(per_call_ms: list[float]) -> dict[str, float]:
     return {"median_ms": med, "spread": (q3 - q1) / med if med > 0 else 0.0, "n": n, "min_ms": xs[0]}
 
 
-def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe = Recipe()) -> dict[str, Any]:
-    """Time ``call(i)`` (i = input-set index).  Returns per-call sample times and the summary."""
+def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe = Recipe(),
+            spot: Callable[[int], Any] | None = None, n_spot: int = 0,
+            rng: random.Random | None = None) -> dict[str, Any]:
+    """Time ``call(i)`` (i = input-set index).  Returns per-call sample times and the summary.
+
+    ``spot(i)`` is called (untimed) before ``n_spot`` randomly chosen samples."""
     cuda = device == "cuda"
     sync = _sync if cuda else (lambda: None)
     i = 0
@@ -97,11 +108,23 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 50 << 20)
         flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device="cuda")
     samples: list[float] = []
+    rng = rng or random.Random()
+    spot_at = set(rng.sample(range(recipe.min_samples), min(n_spot, recipe.min_samples))) if spot else set()
+    n_started = 0
+
+    def maybe_spot() -> None:
+        nonlocal n_started, i
+        if n_started in spot_at:
+            spot(i % n_sets)  # type: ignore[misc]
+            i += 1
+        n_started += 1
+
     deadline = _perf() + recipe.budget_s
     while True:
         if cuda:
             events = []
             for _ in range(recipe.round_size):
+                maybe_spot()
                 if flush is not None:
                     flush.zero_()
                 s, e = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -115,6 +138,7 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
             samples += [_elapsed(s, e) / k for s, e in events]
         else:
             for _ in range(recipe.round_size):
+                maybe_spot()
                 t = _perf()
                 for _ in range(k):
                     call(i % n_sets)
@@ -125,5 +149,16 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
             break
         if n >= recipe.min_samples and ci_halfwidth(sorted(samples)) <= recipe.target:
             break
-    return {**summarize(samples), "calls_per_sample": k, "samples_ms": samples,
+    summary = summarize(samples)
+    # wall-clock cross-check: back-to-back calls closed by a device-wide synchronize
+    m = max(k, int(math.ceil(max(10 * recipe.sample_ms, 20.0) / max(summary["median_ms"], 1e-4))))
+    m = min(m, 10_000)
+    sync()
+    t = _perf()
+    for _ in range(m):
+        call(i % n_sets)
+        i += 1
+    sync()
+    wall_ms = (_perf() - t) * 1e3 / m
+    return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,
             "method": recipe.describe(device)}

@@ -8,12 +8,14 @@
     DIR/.cuda_agent/task.json   which task this is (the evaluator keeps its own copy)
 
 The compile / verify / profile commands come from the installed package, so nothing in
-the workspace can change a verdict; the task's source is kept in the cache (by sha) and a
-changed ``model.py`` is reported as a violation.
+the workspace can change a verdict; the task's source is kept in the cache (by sha), and the
+sha-256 of every file the workspace is given is kept in the cache too (``manifest``): a
+provided file changed or deleted later is reported as a violation by the check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -73,7 +75,36 @@ def create_workspace(task: Task, directory: str | Path, device: str = "cuda", ov
     (d / "SKILL.md").write_text(skill_text(device))
     _store(task)
     (d / META).write_text(json.dumps({"task_id": task.id, "task_sha": task.sha, "device": device}))
+    provided = ("model.py", "SKILL.md", META)
+    _manifest_path(d).write_text(json.dumps({rel: _digest(d / rel) for rel in provided}))
     return d
+
+
+PROVIDED_NOTE = "files the workspace was given (hashed at creation)"
+
+
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _manifest_path(ws: Path) -> Path:
+    d = cache_root() / "manifests"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / (hashlib.sha256(str(ws.resolve()).encode()).hexdigest()[:32] + ".json")
+
+
+def changed_provided_files(ws: Path) -> list[str]:
+    """Provided files of workspace ``ws`` that were changed or deleted since it was created
+    (empty when ``ws`` was not made by create_workspace on this cache)."""
+    p = _manifest_path(ws)
+    if not p.is_file():
+        return []
+    out = []
+    for rel, digest in json.loads(p.read_text()).items():
+        f = ws / rel
+        if not f.is_file() or _digest(f) != digest:
+            out.append(rel)
+    return out
 
 
 def find_workspace(start: str | Path = ".") -> Path:
