@@ -1,0 +1,220 @@
+"""``cuda-agent pool run|status|results``: a job file through the pool, with a progress bar.
+
+JOBS.jsonl, one job a line: ``{"task": "examples/x/task.py" | "L1/12" | "rows.jsonl#ID",
+"solution": "path/to/workspace-or-model_new.py", "priority": 0, "tag": "any label",
+"timeout": seconds on a slot, "options": {CheckOptions fields}}`` (all but task and solution
+optional).  Relative paths are taken from the current
+directory, else from the job file's directory.  Every line is submitted with a key (file,
+line number, content hash), so running the same file again on the same database resumes it
+instead of duplicating it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+from ... import reward as rewards
+
+
+def _path(p: str, base: Path) -> str:
+    q = Path(p)
+    if q.is_absolute() or q.exists() or "#" in p:
+        return p
+    alt = base / q
+    return str(alt) if alt.exists() or Path(str(alt).split("#", 1)[0]).exists() else p
+
+
+def _gpus(spec: str | None) -> list[str] | None:
+    if spec is None:
+        return None
+    return [g.strip() for g in spec.split(",") if g.strip()]
+
+
+@click.group("pool")
+def pool_group() -> None:
+    """Evaluate many candidates at once: one job per GPU (or CPU slot), builds in parallel,
+    jobs and results kept in sqlite (a restart loses nothing)."""
+
+
+@pool_group.command("run")
+@click.argument("jobs_file", required=False, type=click.Path(dir_okay=False))
+@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False),
+              help="the pool's database (results, queue); reuse it to resume.")
+@click.option("--backend", default="local", show_default=True, help="pool back-end: local, ray, or a registered one.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="cuda (default when a GPU is visible) or cpu.")
+@click.option("--gpus", default=None, help="GPUs to use, e.g. 0,1 (default: all visible); cuda only.")
+@click.option("--slots", type=int, default=None, help="CPU slots (device cpu).")
+@click.option("--build-workers", type=int, default=None, help="parallel CPU builders (default from cores and slots).")
+@click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray.")
+@click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
+@click.option("--reward", "reward_name", default="paper", show_default=True)
+@click.option("--n-sets", default=5, show_default=True, help="random input sets for verification.")
+@click.option("--no-timing", is_flag=True, help="build and verify only.")
+@click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
+@click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
+              help="KernelBench dataset for L<level>/<id> task references.")
+@click.option("--job-timeout", type=float, default=None, help="kill a worker whose job runs longer (s).")
+@click.option("--retries", type=int, default=0, show_default=True, help="re-run a job whose worker died.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="write every job's record (with its CheckResult) and the summary to this file.")
+@click.option("--quiet", is_flag=True, help="no progress bar.")
+def run_command(jobs_file, db, backend, device, gpus, slots, build_workers, address, rules, reward_name, n_sets,
+                no_timing, no_compile_baseline, kernelbench, job_timeout, retries, json_out, quiet):
+    """Submit JOBS_FILE (JSONL) to the pool at --db and wait for every job; without JOBS_FILE,
+    finish what the database still holds."""
+    from ...cli import _default_device
+    from ..check import CheckOptions
+    from .jobs import options_from_dict, options_to_dict
+    from .pool import Pool
+    from .store import PoolError
+
+    if reward_name not in rewards.names():
+        raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
+    dev = _default_device(device)
+    lines: list[tuple[int, str]] = []
+    if jobs_file:
+        p = Path(jobs_file)
+        if not p.is_file():
+            raise click.UsageError(f"job file not found: {jobs_file}")
+        lines = [(i, line) for i, line in enumerate(p.read_text().splitlines(), 1) if line.strip()]
+    base = CheckOptions(device=dev, rules=rules, reward=reward_name, n_sets=n_sets, timing=not no_timing,
+                        baselines=not no_timing, compile_baseline=not no_compile_baseline)
+    opts = {"address": address} if address and backend == "ray" else {}
+    t0 = time.time()
+    try:
+        pool = Pool(db, device=dev, backend=backend, gpus=_gpus(gpus), slots=slots, build_workers=build_workers,
+                    job_timeout=job_timeout, retries=retries, backend_options=opts)
+    except PoolError as e:
+        raise click.UsageError(str(e)) from None
+    rejected: list[dict] = []
+    ids: list[int] = []
+    try:
+        for n, line in lines:
+            try:
+                d = json.loads(line)
+                if not isinstance(d, dict) or "task" not in d or "solution" not in d:
+                    raise ValueError('each line needs "task" and "solution"')
+                o = base
+                if d.get("options"):
+                    o = options_from_dict({**options_to_dict(base), **d["options"], "device": dev})
+                key = f"{Path(jobs_file).resolve()}:{n}:{hashlib.sha1(line.encode()).hexdigest()[:12]}"
+                ids.append(pool.submit(_path(str(d["task"]), Path(jobs_file).parent), _path(str(d["solution"]),
+                                       Path(jobs_file).parent), o, priority=int(d.get("priority", 0)),
+                                       tag=str(d.get("tag", "")), key=key, kernelbench=kernelbench,
+                                       timeout=float(d["timeout"]) if d.get("timeout") else None))
+            except (ValueError, TypeError, PoolError) as e:
+                rejected.append({"line": n, "error": str(e)})
+                click.echo(f"{jobs_file}:{n}: skipped: {e}", err=True)
+        if not jobs_file:
+            ids = [r.id for r in pool.jobs()]
+        if pool.recovered[0] or pool.recovered[1]:
+            click.echo(f"recovered from a previous pool: {len(pool.recovered[0])} re-queued, "
+                       f"{len(pool.recovered[1])} given up", err=True)
+        _wait(pool, ids, quiet)
+        records = pool.jobs(ids)
+        aud = pool.audit(ids)
+        replaced = pool.backend.replaced()
+    finally:
+        pool.close()
+    wall = time.time() - t0
+    summary = _summary(records, wall, aud, replaced, rejected, pool.backend.slots())
+    _print_summary(summary)
+    if json_out:
+        Path(json_out).write_text(json.dumps({"summary": summary, "jobs": [r.to_dict() for r in records],
+                                              "rejected_lines": rejected}, indent=1))
+
+
+def _wait(pool, ids: list[int], quiet: bool) -> None:
+    if quiet or not ids:
+        pool.wait(ids)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]pool"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), transient=False) as bar:
+        t = bar.add_task("", total=len(ids))
+
+        def show(c: dict[str, int]) -> None:
+            bar.update(t, completed=c["done"], description=(
+                f"queued {c['queued']}  building {c['building']}  ready {c['ready']}  running {c['running']}"))
+        pool.wait(ids, on_progress=show)
+
+
+def _summary(records, wall: float, aud, replaced: int, rejected: list, slots: list[str]) -> dict:
+    by_tag: dict[str, dict] = defaultdict(lambda: {"n": 0, "correct": 0, "reward_sum": 0.0})
+    outcomes: dict[str, int] = defaultdict(int)
+    for r in records:
+        t = by_tag[r.tag or "-"]
+        t["n"] += 1
+        res = r.result
+        if res is not None:
+            t["correct"] += int(bool(res.correct))
+            t["reward_sum"] += res.reward or 0.0
+        outcomes[r.outcome or r.status] += 1
+    done = sum(1 for r in records if r.status == "done")
+    return {"jobs": len(records), "done": done, "wall_s": round(wall, 2),
+            "evals_per_min": round(60.0 * done / wall, 2) if wall > 0 else None, "slots": slots,
+            "outcomes": dict(outcomes), "by_tag": {k: {**v, "mean_reward": round(v["reward_sum"] / v["n"], 3)}
+                                                   for k, v in sorted(by_tag.items())},
+            "workers_replaced": replaced, "audit": aud.to_dict(), "rejected_lines": len(rejected)}
+
+
+def _print_summary(s: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    tab = Table(title=f"{s['done']}/{s['jobs']} jobs done in {s['wall_s']:.1f} s on {len(s['slots'])} slot(s): "
+                      f"{s['evals_per_min']} evaluations/min")
+    for c in ("tag", "jobs", "correct", "mean reward"):
+        tab.add_column(c, justify="left" if c == "tag" else "right")
+    for tag, v in s["by_tag"].items():
+        tab.add_row(tag, str(v["n"]), str(v["correct"]), f"{v['mean_reward']:g}")
+    con = Console()
+    con.print(tab)
+    a = s["audit"]
+    con.print(f"outcomes: {', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items()))}; "
+              f"workers replaced: {s['workers_replaced']}")
+    con.print(f"audit: {'ok' if a['ok'] else 'FAILED'} (unfinished {len(a['unfinished'])}, lost {len(a['lost'])}, "
+              f"overlapping jobs on one device {len(a['overlaps'])}, wrong GPU visibility {len(a['wrong_visibility'])})")
+    if s["rejected_lines"]:
+        con.print(f"skipped lines: {s['rejected_lines']} (see above)")
+
+
+@pool_group.command("status")
+@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False, exists=True))
+def status_command(db):
+    """Counts by status and the pool processes that served the database."""
+    from .store import Store
+
+    st = Store(db)
+    c = st.counts()
+    click.echo("  ".join(f"{k} {v}" for k, v in c.items()))
+    for r in st.runs():
+        click.echo(f"run {r['id']}: pid {r['pid']} {r['backend']} {json.loads(r['slots'])} started "
+                   f"{time.strftime('%H:%M:%S', time.localtime(r['started']))}"
+                   + (f", recovered {r['recovered']}" if r["recovered"] else "")
+                   + ("" if r["stopped"] else " (did not stop cleanly, or still serving)"))
+
+
+@pool_group.command("results")
+@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("--json", "as_json", is_flag=True, help="one JSON record per line.")
+def results_command(db, as_json):
+    """One line per job: id, status, outcome, slot, verdict."""
+    from .store import Store
+
+    for r in Store(db).jobs():
+        if as_json:
+            click.echo(json.dumps(r.to_dict()))
+            continue
+        res = r.result
+        verdict = "-" if res is None else ("correct" if res.correct else (res.error or "incorrect").splitlines()[0][:90])
+        click.echo(f"{r.id:>5} {r.status:<8} {r.outcome or '-':<18} {r.slot or '-':<8} "
+                   f"{'' if res is None or res.reward is None else f'{res.reward:+g}':>3}  {r.tag or ''}  {verdict}")
