@@ -249,7 +249,8 @@ def _q(p: str | Path) -> str:
 
 
 def kernel_sources(kernels_dir: Path) -> list[Path]:
-    return sorted(p for p in kernels_dir.iterdir() if p.suffix in (".cu", ".cpp", ".cc")) \
+    # regular files only: reading a FIFO named x.cpp to hash it would block the judge forever
+    return sorted(p for p in kernels_dir.iterdir() if p.suffix in (".cu", ".cpp", ".cc") and p.is_file()) \
         if kernels_dir.is_dir() else []
 
 
@@ -321,14 +322,26 @@ def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300
         (tmp / "build.ninja").write_text("\n".join(lines) + "\n")
         cmd = [_ninja(), "-C", str(tmp), "-j", str(jobs or max(2, os.cpu_count() or 2))]
         try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    errors="replace", start_new_session=True)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    start_new_session=True)
+        except OSError as e:
+            return BuildResult(ok=False, log=f"cannot run ninja: {e}", seconds=time.perf_counter() - t0)
+        try:
             out_text, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.communicate()
-            return BuildResult(ok=False, log=f"build timed out after {timeout:.0f} s",
-                               seconds=time.perf_counter() - t0)
+            # ninja starts every compiler in a process group of its own: kill the whole tree
+            from .process import kill_tree
+
+            kill_tree(proc.pid)
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            return BuildResult(ok=False, log=f"build timed out after {timeout:.0f} s; the compiler was killed "
+                                             f"(does a source never finish compiling: endless template or "
+                                             f"constexpr recursion, an #include of a pipe or device?)",
+                               seconds=time.perf_counter() - t0, cached=cached)
         # keep every object that did compile, even when another failed or the link failed
         for o in todo:
             if (tmp / f"{o.key}.o").exists():

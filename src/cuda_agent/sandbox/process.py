@@ -1,12 +1,18 @@
-"""A runner process seen from the judge: start, send a command, read one reply, kill.
+"""A runner process seen from the judge: start it contained, send a command, read one reply,
+watch its memory and processes, kill it and everything it started.
 
-Replies are JSON lines read with a timeout; stderr is drained into a bounded ring buffer
-(a candidate printing gigabytes costs nothing); on timeout, crash or exit the whole
-process group is killed.  Nothing from the child is unpickled.
+The runner is started behind the isolation launcher (isolation.py: namespaces, hidden and
+read-only paths, rlimits, no capabilities).  Replies are JSON lines read with a timeout;
+stderr is drained into a bounded ring buffer (a candidate printing gigabytes costs nothing);
+a watchdog thread samples the job's processes through /proc and kills the whole job when
+they exceed ``Limits.memory_bytes`` / ``processes`` / ``threads``.  On timeout, crash, cap or
+exit every process of the job is killed (the PID namespace goes with its init; without one
+the process tree is walked).  Nothing from the child is unpickled.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import selectors
@@ -18,42 +24,250 @@ import time
 from collections import deque
 from pathlib import Path
 
+from .isolation import GB, SETUP_FAILED, Limits, launcher_env, plan_for
+
+F_SETPIPE_SZ = 1031
+
 
 class RunnerDied(Exception):
-    """The runner exited, crashed or timed out; ``.stage`` says which."""
+    """The runner exited, crashed, timed out or hit a cap; ``.stage`` says which:
+    ``timeout``, ``crash``, ``memory`` or ``processes``."""
 
     def __init__(self, stage: str, message: str) -> None:
         super().__init__(message)
         self.stage = stage
 
 
+# --- process trees through /proc ----------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/children") as f:
+                    out += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def descendants(pid: int, limit: int | None = None) -> list[int]:
+    """Every live descendant of ``pid`` (not ``pid`` itself), breadth first; stops after ``limit``."""
+    out: list[int] = []
+    todo = _children(pid)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        if limit is not None and len(out) > limit:
+            break
+        todo += _children(p)
+    return out
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_tree(pid: int, also: dict[int, int | None] | None = None) -> None:
+    """SIGKILL ``pid``, its process group and all its descendants (frozen first, so a forking
+    loop cannot outrun the walk); ``also`` maps more pids to their start times (killed only
+    if still the same process)."""
+    for _ in range(20 if pid > 0 else 0):
+        tree = [pid, *descendants(pid, 100_000)]
+        for p in tree:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except OSError:
+                pass
+        known = set(tree)
+        tree += [p for p in descendants(pid, 100_000) if p not in known]
+        for p in tree:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if len(tree) == 1:
+            break
+    for p, t0 in (also or {}).items():
+        if _start_time(p) == t0 and t0 is not None:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _status_kb(pid: int) -> tuple[int, int]:
+    """(resident anonymous + shared memory in bytes, threads) of one process."""
+    mem = threads = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    mem += int(line.split()[1]) * 1024
+                elif line.startswith("Threads:"):
+                    threads = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return mem, threads
+
+
+def _dir_bytes(root: str, max_entries: int = 2000) -> int:
+    total = n = 0
+    stack = [root]
+    while stack and n < max_entries:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    n += 1
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    else:
+                        total += st.st_blocks * 512
+        except OSError:
+            pass
+    return total
+
+
+def _fmt(n: int) -> str:
+    return f"{n / GB:.1f} GB" if n >= 10 * GB else f"{n / (1 << 20):.0f} MB"
+
+
+# --- the runner process ---------------------------------------------------------------------
+
 class RunnerProcess:
-    def __init__(self, job_file: Path, env: dict[str, str] | None = None, log_bytes: int = 64 << 10) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})}, start_new_session=True, cwd=str(job_file.parent))
+    """``python -m cuda_agent.sandbox.runner JOB`` behind the isolation launcher.
+
+    ``isolation`` says what applied (e.g. ``netns,pidns,mntns,nocaps,rlimits,watchdog``),
+    ``warnings`` what could not be isolated on this platform."""
+
+    def __init__(self, job_file: Path, env: dict[str, str] | None = None, limits: Limits | None = None,
+                 log_bytes: int = 64 << 10) -> None:
+        job_file = Path(job_file)
+        self.limits = limits or Limits()
+        self.plan = plan_for(job_file, self.limits)
+        self.isolation = self.plan.describe()
+        self.warnings = list(self.plan.warnings)
+        self._pidns = "pid" in self.plan.namespaces
+        self._job_dir = str(job_file.resolve().parent)
+        status_r, status_w = os.pipe()
+        plan = json.loads(self.plan.to_json())
+        plan["status_fd"] = status_w
+        cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(plan), "--",
+               sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=launcher_env(env), start_new_session=True, cwd=self._job_dir,
+                pass_fds=(status_w,))
+        finally:
+            os.close(status_w)
+        self._status_r = status_r
+        self._status: dict | None = None
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            try:
+                fcntl.fcntl(pipe.fileno(), F_SETPIPE_SZ, 1 << 20)  # type: ignore[union-attr]
+            except OSError:
+                pass
         self._log: deque[bytes] = deque()
         self._log_size = 0
         self._log_cap = log_bytes
         self._buf = b""
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._fault: RunnerDied | None = None
+        self._seen: dict[int, int | None] = {}
+        self._lock = threading.Lock()
+        self.peak_memory = 0
+        self.peak_processes = 0
+        threading.Thread(target=self._drain, daemon=True, name="runner-stderr").start()
+        threading.Thread(target=self._watch, daemon=True, name="runner-watchdog").start()
 
+    # -- stderr ring buffer -------------------------------------------------------------
     def _drain(self) -> None:
         assert self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr]
+        fd = self.proc.stderr.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except OSError:
+                break
+            if not chunk:
+                break
             self._log.append(chunk)
             self._log_size += len(chunk)
             while self._log_size > self._log_cap and len(self._log) > 1:
                 self._log_size -= len(self._log.popleft())
 
     def log_tail(self, n_chars: int = 3000) -> str:
-        text = b"".join(self._log).decode(errors="replace")
+        text = b"".join(list(self._log)).decode(errors="replace")
         return text[-n_chars:]
 
+    # -- watchdog -------------------------------------------------------------------------
+    def _sample(self) -> tuple[int, int, int]:
+        """(processes, threads, bytes) of the job now; stops counting past the caps."""
+        lim = self.limits
+        tree = descendants(self.proc.pid, lim.processes + 2)
+        n = max(0, len(tree) - 1)  # the init is ours; the launcher is not in its own tree
+        if n > lim.processes:
+            return n, 0, 0
+        mem = threads = 0
+        for p in tree:
+            m, t = _status_kb(p)
+            mem, threads = mem + m, threads + t
+            if p not in self._seen and not self._pidns:
+                self._seen[p] = _start_time(p)
+        mem += _dir_bytes(self._job_dir)
+        if self.plan.shm and tree:
+            try:
+                st = os.statvfs(f"/proc/{tree[0]}/root{self.plan.shm}")
+                mem += (st.f_blocks - st.f_bfree) * st.f_frsize
+            except OSError:
+                pass
+        return n, threads, mem
+
+    def _watch(self) -> None:
+        lim = self.limits
+        while self.proc.poll() is None and self._fault is None:
+            n, threads, mem = self._sample()
+            self.peak_processes = max(self.peak_processes, n)
+            self.peak_memory = max(self.peak_memory, mem)
+            fault = None
+            if n > lim.processes:
+                fault = RunnerDied("processes", f"the candidate started more than {lim.processes} processes "
+                                                f"(process cap; fork bomb?) and was killed")
+            elif threads > lim.threads:
+                fault = RunnerDied("processes", f"the candidate's processes ran {threads} threads, over the cap "
+                                                f"of {lim.threads}, and were killed")
+            elif mem > lim.memory_bytes:
+                fault = RunnerDied("memory", f"host memory {_fmt(mem)} over the cap of {_fmt(lim.memory_bytes)} "
+                                             f"({n} process{'es' if n != 1 else ''}); killed")
+            if fault is not None:
+                with self._lock:
+                    if self.proc.poll() is None and self._fault is None:
+                        self._fault = fault
+                self.kill()
+                return
+            time.sleep(lim.poll_s)
+
+    # -- protocol -------------------------------------------------------------------------
     def request(self, cmd: dict, timeout: float) -> dict:
-        """Send one command, wait for its reply line; raise RunnerDied on timeout/crash."""
+        """Send one command, wait for its reply line; raise RunnerDied on timeout/crash/cap."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        if self._fault is not None:
+            raise self._died()
         try:
             self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
             self.proc.stdin.flush()
@@ -65,12 +279,16 @@ class RunnerProcess:
         fd = self.proc.stdout.fileno()
         try:
             while b"\n" not in self._buf:
+                if self._fault is not None:
+                    raise self._died()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill()
                     raise RunnerDied("timeout", f"{cmd['cmd']} did not finish within {timeout:.0f} s "
                                                 f"(killed)")
-                if not sel.select(timeout=min(left, 1.0)):
+                if not sel.select(timeout=min(left, 0.25)):
+                    if self.proc.poll() is not None:  # exited, but something still holds stdout
+                        raise self._died()
                     continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
@@ -86,33 +304,68 @@ class RunnerProcess:
             raise RunnerDied("crash", "the runner's reply was corrupted (something wrote to its protocol "
                                       "channel)") from None
 
+    def _read_status(self) -> dict:
+        if self._status is None:
+            raw = b""
+            try:
+                os.set_blocking(self._status_r, False)
+                while chunk := os.read(self._status_r, 4096):
+                    raw += chunk
+            except (BlockingIOError, OSError):
+                pass
+            try:
+                self._status = json.loads(raw.decode().splitlines()[-1])
+            except (ValueError, IndexError):
+                self._status = {}
+        return self._status
+
     def _died(self) -> RunnerDied:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
         self.kill()
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = str(-code)
-            why = f"the process was killed by {name}"
-        else:
-            why = f"the process exited with code {code}"
+        if self._fault is not None:
+            return self._fault
+        st = self._read_status()
         tail = self.log_tail(1500).strip()
+        if st.get("setup_error") or (code == SETUP_FAILED and not st):
+            return RunnerDied("crash", f"the sandbox could not be set up: {st.get('setup_error', 'unknown')}"
+                                       f" (isolation {self.isolation})")
+        sig = st.get("signal") or (-code if code is not None and code < 0 else None)
+        if sig:
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = str(sig)
+            why = f"the process was killed by {name}"
+            if name == "SIGXFSZ":
+                why += f" (a file grew past the {_fmt(self.limits.file_size_bytes)} file-size limit)"
+            elif name == "SIGKILL":
+                why += " (from outside: the kernel's OOM killer or an operator)"
+        else:
+            why = f"the process exited with code {st.get('exit', code)}"
         return RunnerDied("crash", why + (f"; last output:\n{tail}" if tail else ""))
 
+    # -- ending -----------------------------------------------------------------------------
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+        """Kill the job: every process it started, however it detached."""
+        if self.proc.returncode is None:  # not reaped yet: its pid and group id are still ours
+            if self._pidns:
+                # the launcher and the init share the group we created; the init is PID 1 of
+                # the namespace, and when it dies the kernel kills every process in it
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            else:
+                kill_tree(self.proc.pid)
+        if not self._pidns and self._seen:
+            kill_tree(-1, self._seen)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -123,9 +376,17 @@ class RunnerProcess:
                 self.proc.wait(timeout=10)
             except Exception:
                 pass
+        # the candidate's own children go too (the PID namespace is gone with its init;
+        # without one, the tree and every process the watchdog saw)
         self.kill()
-        # the candidate's own children (same session) go too
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            os.close(self._status_r)
+        except OSError:
             pass
+        self._status_r = -1

@@ -1,0 +1,603 @@
+"""Contain a process that runs untrusted code: namespaces, hidden and read-only paths,
+dropped capabilities and rlimits.
+
+The judge builds a ``Plan`` (``plan_for``) from a job and the ``Limits`` and starts the
+*launcher* of this module in front of the real command::
+
+    python -m cuda_agent.sandbox.isolation PLAN_JSON -- python -m cuda_agent.sandbox.runner job.json
+
+The launcher ``unshare``s new network, mount and PID namespaces (a user namespace too when
+not root), forks an init that is PID 1 of the new PID namespace (dies with the launcher,
+and takes every descendant with it, even ones that called ``setsid``), and there, before
+``exec`` of the command: mounts a fresh ``/proc``, re-mounts the package source, the Python
+library and ``/sys`` read-only, hides the build cache and ``/dev/shm`` under empty tmpfs
+(re-exposing only the job's own files), sets RLIMIT_CORE/RLIMIT_FSIZE, drops every
+capability and sets no_new_privs.  The init reaps orphans and reports the command's exit
+status on a status pipe.  Where the platform allows none of it the same launcher still sets
+the rlimits and acts as a child subreaper, and the plan carries a warning.
+
+``probe()`` finds out once per process what this platform allows.  The host-memory and
+process-count caps are enforced from the judge's side (process.py's watchdog), since
+RLIMIT_AS breaks CUDA and RLIMIT_NPROC does not apply to root.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import json
+import os
+import signal
+import stat
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+GB = 1 << 30
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+SETUP_FAILED = 97  # launcher exit code when the planned isolation could not be applied
+
+
+def _default_memory() -> int:
+    try:
+        kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal:"))
+        return min(32 * GB, int(kb * 1024 * 0.6))
+    except (OSError, StopIteration, ValueError):
+        return 8 * GB
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource caps of one candidate process (and everything it starts)."""
+
+    memory_bytes: int = field(default_factory=_default_memory)
+    """Host memory: resident anonymous + shared memory summed over the job's processes, plus
+    files in the job directory and the private /dev/shm (tmpfs is RAM).  Default
+    min(32 GB, 60% of RAM).  Memory shared after fork counts once per process (upper bound)."""
+    processes: int = 256
+    """Processes besides the sandbox's own launcher and init (the runner counts as one)."""
+    threads: int = 8192
+    """Threads summed over those processes (a thread bomb exhausts PIDs like a fork bomb)."""
+    file_size_bytes: int = 8 * GB
+    """RLIMIT_FSIZE: the largest file the candidate can write."""
+    shm_bytes: int = 2 * GB
+    """Size of the private /dev/shm tmpfs (inside the mount namespace)."""
+    poll_s: float = 0.05
+    """How often the judge's watchdog samples memory and processes."""
+    isolate: bool = True
+    """Use namespaces where the platform allows; False = plain process + rlimits + watchdog."""
+    network: bool = False
+    """Allow network access (no network namespace)."""
+    drop_caps: bool = True
+    """Drop every capability (root stays uid 0 but cannot undo the mounts or escape)."""
+    gpu_memory_fraction: float | None = None
+    """Passed to the runner as job["gpu_mem_fraction"] (torch.cuda.set_per_process_memory_fraction)."""
+
+
+# --- what the platform allows ------------------------------------------------------------
+
+@dataclass
+class Probe:
+    namespaces: list[str]
+    """Subset of ["net", "pid", "mnt"] that works."""
+    userns: bool = False
+    """The namespaces need a user namespace (not root)."""
+    drop_caps: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def _host_ns(kind: str) -> int:
+    try:
+        return os.stat(f"/proc/self/ns/{kind}").st_ino
+    except OSError:
+        return 0
+
+
+def _run_plan(plan: dict, timeout: float = 30.0) -> dict:
+    """Run the launcher in probe mode with ``plan``; the dict it reported."""
+    import subprocess
+
+    r, w = os.pipe()
+    plan = {**plan, "status_fd": w}
+    try:
+        proc = subprocess.run([sys.executable, "-m", __name__, json.dumps(plan), "--", "true"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              pass_fds=(w,), timeout=timeout, start_new_session=True, env=launcher_env())
+        os.close(w)
+        w = -1
+        raw = os.read(r, 1 << 16)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"setup_error": f"{type(e).__name__}: {e}"}
+    finally:
+        if w >= 0:
+            os.close(w)
+        os.close(r)
+    try:
+        return json.loads(raw.decode().splitlines()[-1])
+    except (ValueError, IndexError):
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        return {"setup_error": f"launcher exited with {proc.returncode}: {(err or [''])[-1][:200]}"}
+
+
+def launcher_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for the launcher: ours, with this very package first on the path."""
+    env = {**os.environ, **(extra or {})}
+    src = str(_package_dir().parent)
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                 if p and p != src])
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> Probe:
+    """What isolation works here, found by running the launcher on a scratch directory."""
+    if not sys.platform.startswith("linux"):
+        return Probe([], errors=["not Linux"])
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-probe-") as tmp:
+        t = Path(tmp)
+        (t / "hidden" / "exposed").mkdir(parents=True)
+        (t / "hidden" / "secret").write_text("x")
+        (t / "ro").mkdir()
+        base = {"hide": [str(t / "hidden")], "expose": [[str(t / "hidden" / "exposed"), "rw"]],
+                "readonly": [str(t / "ro")], "rlimits": {}, "probe": True,
+                "host_ns": {k: _host_ns(k) for k in ("net", "pid", "mnt")}}
+        combos = [["net", "pid", "mnt"], ["net", "pid"], ["net", "mnt"], ["pid", "mnt"], ["net"], ["pid"], ["mnt"]]
+        for userns in ([False, True] if os.geteuid() == 0 else [True, False]):
+            for ns in combos:
+                got = _run_plan({**base, "namespaces": ns, "userns": userns, "drop_caps": True})
+                if got.get("ok"):
+                    works = [k for k in ns if got.get(k)]
+                    if works == ns:
+                        return Probe(ns, userns, bool(got.get("caps_dropped")), errors)
+                errors.append(f"{'+'.join(ns)}{' (userns)' if userns else ''}: "
+                              f"{got.get('setup_error') or got.get('why') or 'not effective'}")
+                if ns == combos[0] and "EPERM" in str(got.get("setup_error", "")) and not userns:
+                    break  # no privilege for namespaces at all: try the user namespace next
+        got = _run_plan({**base, "namespaces": [], "userns": False, "drop_caps": os.geteuid() == 0,
+                         "hide": [], "expose": [], "readonly": []})
+    return Probe([], False, bool(got.get("caps_dropped")), errors)
+
+
+# --- the plan for one job ----------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """What the launcher applies to one command."""
+
+    namespaces: list[str] = field(default_factory=list)
+    userns: bool = False
+    hide: list[str] = field(default_factory=list)
+    """Directories mounted over with an empty tmpfs (read-only, except /dev/shm)."""
+    expose: list[list[str]] = field(default_factory=list)
+    """[path, "rw"|"ro"] bound back inside a hidden directory (or made read-only in place)."""
+    readonly: list[str] = field(default_factory=list)
+    shm: str | None = None
+    """The hidden directory that is a writable private /dev/shm."""
+    shm_bytes: int = 0
+    drop_caps: bool = False
+    rlimits: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        parts = [f"{n}ns" for n in ("user", "net", "pid", "mnt")
+                 if n in self.namespaces or (n == "user" and self.userns and self.namespaces)]
+        if self.drop_caps:
+            parts.append("nocaps")
+        return ",".join(parts + ["rlimits", "watchdog"])
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d.pop("warnings")
+        return json.dumps(d)
+
+
+def _under(p: Path, root: Path) -> bool:
+    return p == root or root in p.parents
+
+
+def _package_dir() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def _python_dirs() -> list[Path]:
+    import site
+    import sysconfig
+
+    dirs = {Path(p) for p in (*site.getsitepackages(), sysconfig.get_paths()["stdlib"],
+                              sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]) if p}
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")  # locates without importing
+        if spec and spec.origin:
+            dirs.add(Path(spec.origin).resolve().parent)
+    except (ImportError, ValueError):
+        pass
+    out = sorted(d.resolve() for d in dirs if d.is_dir())
+    return [d for d in out if not any(o != d and _under(d, o) for o in out)]
+
+
+def plan_for(job_file: str | Path, limits: Limits) -> Plan:
+    """The plan for a runner started on ``job_file``: everything the platform allows."""
+    from .build import cache_root
+
+    job_file = Path(job_file).resolve()
+    job_dir = job_file.parent
+    try:
+        job = json.loads(job_file.read_text())
+    except (OSError, ValueError):
+        job = {}
+    plan = Plan(rlimits={"core": 0, "fsize": int(limits.file_size_bytes)})
+    pr = probe() if limits.isolate else Probe([])
+    wanted = ["pid", "mnt"] + ([] if limits.network else ["net"])
+    plan.namespaces = [n for n in ("net", "pid", "mnt") if n in wanted and n in pr.namespaces]
+    plan.userns = pr.userns and bool(plan.namespaces)
+    plan.drop_caps = limits.drop_caps and pr.drop_caps
+    why = "isolation disabled (Limits.isolate=False)" if not limits.isolate else \
+        ("; ".join(pr.errors[:2]) or "unshare unavailable")
+    if "net" in wanted and "net" not in plan.namespaces:
+        plan.warnings.append(f"network not isolated: {why}")
+    if "pid" not in plan.namespaces:
+        plan.warnings.append(f"processes not in a PID namespace (the judge's processes are visible; "
+                             f"background processes are killed by tree walk only): {why}")
+    if "mnt" not in plan.namespaces:
+        plan.warnings.append(f"filesystem not isolated (package source writable, build cache and other "
+                             f"jobs readable): {why}")
+        return plan
+
+    keep = [_package_dir(), Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent]
+    hide: list[Path] = []
+    for h in (cache_root().resolve(), Path("/dev/shm")):
+        if not h.is_dir():
+            continue
+        if any(_under(k, h) for k in keep):
+            plan.warnings.append(f"{h} not hidden: it holds the Python installation or the package")
+            continue
+        hide.append(h)
+    plan.hide = [str(h) for h in hide]
+    if Path("/dev/shm") in hide:
+        plan.shm, plan.shm_bytes = "/dev/shm", int(limits.shm_bytes)
+
+    expose: list[list[str]] = [[str(job_dir), "rw"]]
+    sol_dir = job.get("solution_dir") or (str(Path(job["solution_file"]).parent) if job.get("solution_file") else None)
+    if sol_dir and not _under(Path(sol_dir).resolve(), job_dir):
+        expose.append([str(Path(sol_dir).resolve()), "ro"])
+    for key in ("extension", "task_file", "weights_file", "solution_file"):
+        if job.get(key) and Path(job[key]).exists():
+            p = Path(job[key]).resolve()
+            if not _under(p, job_dir) and not any(_under(p, Path(e[0])) for e in expose):
+                expose.append([str(p), "ro"])
+    # inside a hidden tree, or read-only in place (the solution directory)
+    plan.expose = [e for e in expose if any(_under(Path(e[0]), h) for h in hide) or e[1] == "ro"]
+    ro = [_package_dir(), *_python_dirs(), Path("/sys")]
+    plan.readonly = [str(p) for p in ro if p.exists() and not _under(job_dir, p)
+                     and not any(_under(p, h) for h in hide)]
+    return plan
+
+
+# --- the launcher (runs in the child) ----------------------------------------------------
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {errno.errorcode.get(e, e)} {os.strerror(e)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    libc = _libc()
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    _check(libc.mount(src.encode() if src else None, target.encode(), fstype.encode() if fstype else None,
+                      flags, data.encode() if data else None), f"mount {target}")
+
+
+_ST_TO_MS = {2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: 1024, 2048: 2048, 4096: 1 << 21}
+
+
+def _mountpoints_under(path: str) -> list[str]:
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mp = line.split()[4].encode().decode("unicode_escape")
+        if mp == path or mp.startswith(path.rstrip("/") + "/"):
+            out.append(mp)
+    return out
+
+
+def _make_readonly(path: str) -> None:
+    """Bind ``path`` onto itself and make it (and every mount below it) read-only."""
+    _mount(path, path, None, MS_BIND | MS_REC)
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    import platform
+
+    if platform.machine() in ("x86_64", "aarch64"):  # mount_setattr(2), Linux >= 5.12
+        attr = MountAttr(1, 0, 0, 0)  # MOUNT_ATTR_RDONLY
+        libc = _libc()
+        if libc.syscall(442, -100, path.encode(), 0x8000, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
+            return
+    for mp in _mountpoints_under(path):
+        try:
+            _remount_ro(mp)
+        except OSError:
+            if mp == path:
+                raise
+
+
+def _remount_ro(mp: str) -> None:
+    """Make the mount at ``mp`` read-only, keeping its other flags (locked ones in a user ns)."""
+    keep = os.statvfs(mp).f_flag
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+    for st, ms in _ST_TO_MS.items():
+        if keep & st:
+            flags |= ms
+    _mount(None, mp, None, flags)
+
+
+def _setup_mounts(plan: dict) -> None:
+    cwd = os.getcwd()
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if "pid" in plan["namespaces"]:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    hide = [h for h in plan["hide"] if os.path.isdir(h)]
+    # expose: open what must stay visible before it is hidden, bind it back afterwards
+    held = []
+    for path, mode in plan["expose"]:
+        if os.path.exists(path):
+            held.append((os.open(path, os.O_PATH | os.O_CLOEXEC), path, mode))
+    for p in plan["readonly"]:
+        if os.path.isdir(p):
+            _make_readonly(p)
+    for h in hide:
+        shm = h == plan.get("shm")
+        opts = f"size={plan['shm_bytes']},mode=1777" if shm else "size=1m,mode=755"
+        _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    for fd, path, mode in held:
+        if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide):
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        if mode == "ro":
+            _remount_ro(path)
+        os.close(fd)
+    for h in hide:
+        if h != plan.get("shm"):
+            _mount(None, h, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    if "pid" in plan["namespaces"] and os.path.isdir("/proc/sys"):
+        _make_readonly("/proc/sys")
+    os.chdir(cwd)  # the view through the new mounts
+
+
+def _drop_caps() -> None:
+    libc = _libc()
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()
+    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+
+
+def _cap_eff() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return -1
+
+
+def _probe_report(plan: dict) -> dict:
+    host = plan.get("host_ns", {})
+    rep: dict = {"ok": True, "caps_dropped": bool(plan["drop_caps"]) and _cap_eff() == 0}
+    rep["net"] = _host_ns("net") != host.get("net")
+    rep["pid"] = os.getpid() == 1
+    hidden = plan["hide"][0] if plan["hide"] else None
+    if hidden:
+        seen = sorted(os.listdir(hidden))
+        exposed = os.path.join(hidden, "exposed")
+        try:
+            Path(exposed, "w").write_text("ok")
+            rw = True
+        except OSError:
+            rw = False
+        try:
+            Path(plan["readonly"][0], "w").write_text("no")
+            ro = False
+        except OSError as e:
+            ro = e.errno == errno.EROFS
+        rep["mnt"] = seen == ["exposed"] and rw and ro
+        if not rep["mnt"]:
+            rep["why"] = f"mounts not effective (hidden dir lists {seen}, exposed writable {rw}, read-only {ro})"
+    return rep
+
+
+def _report(fd: int, d: dict) -> None:
+    try:
+        os.write(fd, (json.dumps(d) + "\n").encode())
+    except OSError:
+        pass
+
+
+def _init(plan: dict, argv: list[str], status_w: int) -> None:
+    """Runs in the fork (PID 1 of a new PID namespace when there is one); never returns."""
+    step = "setup"
+    try:
+        if "pid" in plan["namespaces"]:
+            step = "pdeathsig"
+            _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        else:
+            step = "subreaper"
+            _check(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+        if "mnt" in plan["namespaces"]:
+            step = "mounts"
+            _setup_mounts(plan)
+        step = "rlimits"
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if plan["rlimits"].get("fsize"):
+            n = int(plan["rlimits"]["fsize"])
+            resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+        if plan["drop_caps"]:
+            step = "drop capabilities"
+            _drop_caps()
+        step = "no_new_privs"
+        _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        if plan.get("probe"):
+            step = "probe"
+            _report(status_w, _probe_report(plan))
+            os._exit(0)
+    except BaseException as e:  # noqa: BLE001 - report, never run unconfined by accident
+        _report(status_w, {"setup_error": f"{step}: {e}"})
+        os._exit(SETUP_FAILED)
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    child = os.fork()
+    if child == 0:
+        os.close(status_w)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(s, signal.SIG_DFL)
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as e:
+            os.write(2, f"cuda-agent sandbox: cannot run {argv[0]}: {e}\n".encode())
+        os._exit(127)
+    # only the command holds the protocol pipes
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    status = 0
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == child:
+            break
+    if "pid" not in plan["namespaces"]:
+        _kill_descendants(os.getpid())
+    rep = {"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status) else {"exit": os.waitstatus_to_exitcode(status)}
+    _report(status_w, rep)
+    os._exit(0)
+
+
+def _kill_descendants(root: int) -> None:
+    """SIGKILL every descendant of ``root`` (we are their subreaper, so orphans stay ours)."""
+    for _ in range(50):
+        kids = []
+        for t in os.listdir(f"/proc/{root}/task"):
+            try:
+                kids += [int(x) for x in Path(f"/proc/{root}/task/{t}/children").read_text().split()]
+            except OSError:
+                pass
+        if not kids:
+            return
+        stack = list(kids)
+        while stack:
+            p = stack.pop()
+            try:
+                os.kill(p, signal.SIGSTOP)  # freeze first so a forking loop cannot outrun us
+                for t in os.listdir(f"/proc/{p}/task"):
+                    stack += [int(x) for x in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+            except OSError:
+                pass
+            kids.append(p)
+        for p in set(kids):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
+
+def launch(plan: dict, argv: list[str]) -> None:
+    """The launcher: unshare, fork the init, wait for it, mirror the command's status."""
+    status_fd = int(plan.get("status_fd", -1))
+    flags = 0
+    for name, flag in (("net", CLONE_NEWNET), ("mnt", CLONE_NEWNS), ("pid", CLONE_NEWPID)):
+        if name in plan["namespaces"]:
+            flags |= flag
+    if flags and plan.get("userns"):
+        flags |= CLONE_NEWUSER
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        if flags:
+            _check(_libc().unshare(flags), "unshare")
+        if flags & CLONE_NEWUSER:
+            Path("/proc/self/setgroups").write_text("deny")
+            Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+            Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+    except OSError as e:
+        _report(status_fd, {"setup_error": f"namespaces: {e}"})
+        os._exit(SETUP_FAILED)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        if status_fd >= 0:
+            os.close(status_fd)
+        _init(plan, argv, w)
+    os.close(w)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    _, status = os.waitpid(pid, 0)
+    raw = b""
+    while chunk := os.read(r, 4096):
+        raw += chunk
+    try:
+        rep = json.loads(raw.decode().splitlines()[-1])
+    except (ValueError, IndexError):
+        rep = {"setup_error": f"sandbox init ended with status {status} before reporting"}
+    _report(status_fd, rep)
+    if "signal" in rep:
+        sig = int(rep["signal"])
+        signal.signal(sig, signal.SIG_DFL)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.kill(os.getpid(), sig)
+    os._exit(int(rep.get("exit", SETUP_FAILED if "setup_error" in rep else 0)) & 0xFF)
+
+
+def main() -> None:
+    if len(sys.argv) < 4 or sys.argv[2] != "--":
+        sys.stderr.write("usage: python -m cuda_agent.sandbox.isolation PLAN_JSON -- COMMAND...\n")
+        sys.exit(2)
+    launch(json.loads(sys.argv[1]), sys.argv[3:])
+
+
+if __name__ == "__main__":
+    main()
