@@ -24,7 +24,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from .isolation import GB, SETUP_FAILED, Limits, launcher_env, plan_for
+from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_env, plan_for
 
 F_SETPIPE_SZ = 1031
 
@@ -159,7 +159,11 @@ class RunnerProcess:
                  log_bytes: int = 64 << 10) -> None:
         job_file = Path(job_file)
         self.limits = limits or Limits()
-        self.plan = plan_for(job_file, self.limits)
+        try:
+            self.plan = plan_for(job_file, self.limits)
+        except Exception as e:  # a broken platform must not lose the job: run it contained less
+            self.plan = Plan(rlimits={"core": 0, "fsize": int(self.limits.file_size_bytes)},
+                             warnings=[f"not isolated: planning the isolation failed ({type(e).__name__}: {e})"])
         self.isolation = self.plan.describe()
         self.warnings = list(self.plan.warnings)
         self._pidns = "pid" in self.plan.namespaces
@@ -361,7 +365,7 @@ class RunnerProcess:
             else:
                 kill_tree(self.proc.pid)
         if not self._pidns and self._seen:
-            kill_tree(-1, self._seen)
+            kill_tree(-1, dict(self._seen))  # a copy: the watchdog thread may be adding to it
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
