@@ -29,7 +29,10 @@ def main() -> None:
         rows.append(d)
         print(f"{task.id:24s} compiled={r.compiled} correct={r.correct} t_gen={r.t_gen_ms} eager={r.t_eager_ms} "
               f"compile={r.t_compile_ms} x_eager={r.speedup_eager} x_compile={r.speedup_compile} reward={r.reward} "
-              f"err={(r.error or '')[:300]}", flush=True)
+              f"classes={r.exploit_classes} precision_ratio={r.verdict and r.verdict.precision_ratio} "
+              f"round={r.verdict and r.verdict.round} wall={r.timing and r.timing.wall_ms} "
+              f"roofline={r.timing and r.timing.roofline_ms} isolation={r.isolation!r} "
+              f"err={(r.error or '')[:400]}", flush=True)
     out.write_text(json.dumps(rows, indent=1))
 
 
