@@ -44,12 +44,15 @@ def _band(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
 @click.option("--base-url", default=None, help="LLM composer: OpenAI-compatible server URL.")
 @click.option("--api-key", default=None, envvar="OPENAI_API_KEY", help="LLM composer: API key.")
 @click.option("--model", default=None, help="LLM composer: model name.")
+@click.option("--fork-server/--no-fork-server", default=True, show_default=True,
+              help="Fork evaluation processes from one warm server (torch imported and compile warmed once).")
 @click.option("--progress/--no-progress", default=True)
 def synth_command(n: int, out: str, composer: str, device: str, workers: int | None, seed: int, mix: str | None,
                   sizes: str | None, band_ms: tuple[float, float] | None, compile_: bool, compile_backend: str,
                   timeout_s: float | None, compile_timeout_s: float | None, kernelbench: str | None,
                   decontaminate: bool, max_similarity: float, max_candidates: int | None, no_transformers: bool,
-                  base_url: str | None, api_key: str | None, model: str | None, progress: bool) -> None:
+                  base_url: str | None, api_key: str | None, model: str | None, fork_server: bool,
+                  progress: bool) -> None:
     """Synthesize N filtered, decontaminated KernelBench-format tasks into OUT (resumable)."""
     opts = {}
     if composer == "llm":
@@ -59,7 +62,7 @@ def synth_command(n: int, out: str, composer: str, device: str, workers: int | N
                         band_ms=band_ms, compile=compile_, compile_backend=compile_backend, timeout_s=timeout_s,
                         compile_timeout_s=compile_timeout_s, kernelbench=kernelbench, decontaminate=decontaminate,
                         max_similarity=max_similarity, max_candidates=max_candidates, composer_options=opts,
-                        include_transformers=not no_transformers, progress=progress)
+                        include_transformers=not no_transformers, fork_server=fork_server, progress=progress)
     except SynthError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"accepted {res.accepted}/{n} tasks from {res.candidates} candidates in {res.elapsed_s:.0f} s")

@@ -71,6 +71,8 @@ class Verdict:
     eager_ms: float | None = None
     compile_ms: float | None = None
     out_shapes: list[list[int]] = field(default_factory=list)
+    phase_s: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in each filter phase (load, eager, determinism, time, compile) up to the verdict."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,9 +197,25 @@ def _close(a: list[Any], b: list[Any], rtol: float, atol: float) -> tuple[bool, 
 def run_filters(source: str, cfg: FilterConfig, workdir: Path,
                 phase: Callable[[str], None] = lambda p: None) -> Verdict:
     """All filters on ``source`` in this process (the caller isolates it)."""
+    warnings.filterwarnings("ignore")
+    spent: dict[str, float] = {}
+    clock = [time.perf_counter(), "load"]
+
+    def enter(name: str) -> None:
+        now = time.perf_counter()
+        spent[clock[1]] = spent.get(clock[1], 0.0) + now - clock[0]
+        clock[0], clock[1] = now, name
+
+    v = _run_filters(source, cfg, workdir, phase, enter)
+    enter("")
+    v.phase_s = {k: round(x, 4) for k, x in spent.items()}
+    return v
+
+
+def _run_filters(source: str, cfg: FilterConfig, workdir: Path, phase: Callable[[str], None],
+                 enter: Callable[[str], None]) -> Verdict:
     import torch
 
-    warnings.filterwarnings("ignore")
     names = stochastic_names(source)
     if names:
         return reject("stochastic", f"stochastic operator(s) in Model: {', '.join(names)}")
@@ -206,6 +224,7 @@ def run_filters(source: str, cfg: FilterConfig, workdir: Path,
         mod = _load(source, workdir)
     except BaseException as e:  # noqa: BLE001 - task code may raise anything
         return reject("load", f"task does not load: {_one_line(e)}")
+    enter("eager")
     try:
         model, inputs = _build(mod, dev, 0)
         with torch.no_grad():
@@ -231,6 +250,7 @@ def run_filters(source: str, cfg: FilterConfig, workdir: Path,
     if _close(out1, out_other, rtol=1e-5, atol=1e-7)[0]:
         return reject("input_independent", "output does not change with the inputs", out_shapes=shapes)
     # deterministic
+    enter("determinism")
     try:
         with torch.no_grad():
             out2 = _flat(model(*inputs))
@@ -247,8 +267,11 @@ def run_filters(source: str, cfg: FilterConfig, workdir: Path,
     # runtime band
     lo, hi = cfg.band
     phase("time")
+    enter("time")
+    # The model already ran three times on these inputs (out1, out_other, out2): those runs are
+    # the first warm-up runs, so only the rest of ``cfg.warmup`` is run here.
     with torch.no_grad():
-        ms = _time_ms(lambda: model(*inputs), dev, cfg.warmup, cfg.reps)
+        ms = _time_ms(lambda: model(*inputs), dev, max(0, cfg.warmup - 2), cfg.reps)
     if ms < lo:
         return reject("too_fast", f"eager {ms:.4g} ms < {lo} ms", eager_ms=ms, out_shapes=shapes)
     if ms > hi:
@@ -257,6 +280,7 @@ def run_filters(source: str, cfg: FilterConfig, workdir: Path,
     cms = None
     if cfg.compile:
         phase("compile")
+        enter("compile")
         try:
             torch._dynamo.reset()
             compiled = torch.compile(model, backend=cfg.compile_backend)

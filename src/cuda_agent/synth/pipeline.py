@@ -27,6 +27,7 @@ from .decontam import ReferenceIndex, norm_hash, normalize
 from .evaluate import FilterConfig, Verdict
 from .program import ComposeError
 from .report import build_stats, plot_similarity, stats_markdown, write_dataset
+from .forkserver import ForkServer
 from .runner import EvalWorker
 
 DEFAULT_KERNELBENCH = "/work/shared/kernelbench/kernelbench.jsonl"
@@ -83,12 +84,14 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
               compile_timeout_s: float | None = None, kernelbench: str | Path | None = None,
               decontaminate: bool = True, max_similarity: float = 0.9, max_candidates: int | None = None,
               composer_options: dict[str, Any] | None = None, include_transformers: bool = True,
-              progress: bool = True) -> SynthResult:
+              fork_server: bool = True, progress: bool = True) -> SynthResult:
     """Synthesize ``n`` filtered, decontaminated tasks into ``out_dir`` (resumable).
 
     ``sizes`` is the input-size profile (``gpu`` or ``cpu``; default: ``gpu`` on cuda, ``cpu``
     otherwise).  ``band_ms`` is the eager runtime band (default 1-100 ms on cuda, 0.1-5000 ms
     on cpu).  ``compile=False`` skips the torch.compile filter (quick runs only).
+    ``fork_server`` forks the evaluation processes from one warm server (see
+    :mod:`cuda_agent.synth.forkserver`) instead of starting a fresh interpreter for each.
     """
     if n < 1:
         raise SynthError("--n must be at least 1")
@@ -115,6 +118,30 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
     except ValueError as e:
         raise SynthError(f"bad mix: {e}") from None
 
+    cfg = FilterConfig(device=dev, band_ms=band_ms, compile=compile, compile_backend=compile_backend,
+                       timeout_s=timeout_s or (120.0 if dev.startswith("cuda") else 60.0),
+                       compile_timeout_s=compile_timeout_s or (300.0 if dev.startswith("cuda") else 240.0),
+                       threads=1 if ngpu else max(1, (os.cpu_count() or 2) // n_workers))
+    log_path = out / "eval.log"
+    # The fork server imports torch and warms up torch.compile while this process loads the
+    # KernelBench index and the seed library.
+    server = ForkServer(cfg, log_path=str(log_path)) if fork_server else None
+    try:
+        return _run(n, out, server, cfg, log_path, composer=composer, dev=dev, ngpu=ngpu, n_workers=n_workers,
+                    seed=seed, mix_d=mix_d, profile=profile, compile=compile, compile_backend=compile_backend,
+                    kernelbench=kernelbench, decontaminate=decontaminate, max_similarity=max_similarity,
+                    max_candidates=max_candidates, composer_options=composer_options,
+                    include_transformers=include_transformers, progress=progress, t_start=t_start)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_path: Path, *, composer: str, dev: str,
+         ngpu: int, n_workers: int, seed: int, mix_d: dict[str, float], profile: str, compile: bool,
+         compile_backend: str, kernelbench: str | Path | None, decontaminate: bool, max_similarity: float,
+         max_candidates: int | None, composer_options: dict[str, Any] | None, include_transformers: bool,
+         progress: bool, t_start: float) -> SynthResult:
     index: ReferenceIndex | None = None
     if decontaminate:
         kb = _resolve_kernelbench(kernelbench)
@@ -143,10 +170,6 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
             mix_d[top] += share
     q = quotas(n, mix_d)
 
-    cfg = FilterConfig(device=dev, band_ms=band_ms, compile=compile, compile_backend=compile_backend,
-                       timeout_s=timeout_s or (120.0 if dev.startswith("cuda") else 60.0),
-                       compile_timeout_s=compile_timeout_s or (300.0 if dev.startswith("cuda") else 240.0),
-                       threads=1 if ngpu else max(1, (os.cpu_count() or 2) // n_workers))
     settings = {"n": n, "composer": composer, "device": dev, "workers": n_workers, "seed": seed, "sizes": profile,
                 "band_ms": list(cfg.band), "compile": compile, "compile_backend": compile_backend,
                 "decontaminate": decontaminate, "max_similarity": max_similarity, "mix": mix_d, "quotas": q}
@@ -182,12 +205,11 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
         decided.add(key)
         return rec
 
-    log_path = out / "eval.log"
     wq: queue.Queue[EvalWorker] = queue.Queue()
     evs = []
     for i in range(n_workers):
         env = {"CUDA_VISIBLE_DEVICES": str(i % ngpu)} if ngpu > 1 else {}
-        ev = EvalWorker(cfg, env=env, log_path=log_path)
+        ev = EvalWorker(cfg, env=env, log_path=log_path, server=server)
         evs.append(ev)
         wq.put(ev)
 
@@ -221,7 +243,7 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
         except Exception as e:  # noqa: BLE001 - never lose a decision
             v = Verdict(ok=False, code="crash", reason=f"evaluation failed: {type(e).__name__}: {e}")
         extra = dict(norm_hash=nh, max_similarity=sim, nearest_kernelbench=nearest, eager_ms=v.eager_ms,
-                     compile_ms=v.compile_ms, device=dev)
+                     compile_ms=v.compile_ms, device=dev, phase_s=v.phase_s)
         if v.ok:
             accepted.append(record(cand, b, j, key, "accepted", "accepted", "", "", **extra))
             acc[b] += 1
@@ -321,6 +343,10 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
     files.update(jsonl=str(jl), parquet=str(pq_path), journal=str(journal))
     elapsed = time.time() - t_start
     settings["stopped"] = stopped_reason
+    settings["fork_server"] = server is not None
+    settings["process_starts"] = {k: sum(ev.starts[k] for ev in evs) for k in ("forked", "spawned")}
+    if server is not None and server.info:
+        settings["fork_server_warm_s"] = server.info.get("warm_s")
     stats = build_stats(records, rows, settings, elapsed_s=elapsed)
     (out / "stats.json").write_text(json.dumps(stats, indent=2))
     png = plot_similarity([r["max_similarity"] for r in rows if r.get("max_similarity") is not None],

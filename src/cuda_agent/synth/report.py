@@ -86,8 +86,20 @@ def build_stats(records: list[dict[str, Any]], accepted: list[dict[str, Any]], s
         "similarity_histogram_all": histogram(sims_all),
         "max_similarity_accepted": max(sims_acc) if sims_acc else None,
         "eager_ms": _quantiles([r["eager_ms"] for r in accepted if r.get("eager_ms") is not None]),
+        "filter_seconds": filter_seconds(records),
         "elapsed_s": elapsed_s, "settings": settings,
     }
+
+
+def filter_seconds(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the evaluation time went: seconds per filter phase, summed and per evaluated task."""
+    ev = [r for r in records if r.get("phase_s")]
+    tot: Counter[str] = Counter()
+    for r in ev:
+        tot.update(r["phase_s"])
+    n = len(ev)
+    return {"evaluated": n, "total": {k: round(v, 1) for k, v in tot.items()},
+            "mean": {k: round(v / n, 3) for k, v in tot.items()} if n else {}}
 
 
 def _quantiles(xs: list[float]) -> dict[str, float]:
@@ -107,6 +119,10 @@ def stats_markdown(stats: dict[str, Any]) -> str:
         L.append(f"- wall time: {s['elapsed_s']:.0f} s ({60 * s['accepted'] / max(s['elapsed_s'], 1e-9):.2f} "
                  "accepted tasks/min)")
     L.append(f"- eager ms (accepted): {json.dumps({k: round(v, 3) for k, v in s['eager_ms'].items()})}")
+    fs = s.get("filter_seconds") or {}
+    if fs.get("evaluated"):
+        L.append(f"- filter seconds per evaluated task ({fs['evaluated']} tasks, one evaluation process): "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in fs["mean"].items()))
     L.append(f"- settings: `{json.dumps(s['settings'])}`")
     L += ["", "## Op-count mix (accepted)", "", "| bucket | count | share |", "|---|---|---|"]
     L += [f"| {k} | {v['count']} | {v['share']:.2%} |" for k, v in s["op_count_mix"].items()]

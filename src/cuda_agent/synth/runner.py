@@ -1,9 +1,12 @@
 """Evaluation processes: task code runs in a child process, never in the pipeline's.
 
-:class:`EvalWorker` owns one long-lived child (spawned, so CUDA is safe) that evaluates task
-sources one at a time.  A hang past the phase's time limit kills the child (a ``timeout`` or
-``compile_timeout`` verdict); a crash (segfault, ``os._exit``) gives a ``crash`` verdict; either
-way the next task gets a fresh child.  Child stdout/stderr go to a log file, not the terminal.
+:class:`EvalWorker` owns one long-lived child that evaluates task sources one at a time.  The
+child is forked from a warm :class:`~cuda_agent.synth.forkserver.ForkServer` when one is given
+(torch imported and torch.compile warmed up once, not per process), else spawned as a fresh
+interpreter (CUDA-safe either way).  A hang past the phase's time limit kills the child's whole
+process group (a ``timeout`` or ``compile_timeout`` verdict); a crash (segfault, ``os._exit``)
+gives a ``crash`` verdict with the exit code; either way the next task gets a fresh child.  Child
+stdout/stderr go to a log file, not the terminal.
 """
 
 from __future__ import annotations
@@ -19,19 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from .evaluate import FilterConfig, Verdict, reject
+from .forkserver import ForkServer, ForkServerError
 
 STARTUP_TIMEOUT_S = 180.0
 
 
-def _serve(cfg_dict: dict[str, Any], log_path: str | None) -> None:
-    """Child main loop: read task sources from fd 0, write messages to (a copy of) fd 1."""
-    conn_in = Connection(os.dup(0), writable=False)
-    conn_out = Connection(os.dup(1), readable=False)
+def serve_loop(conn_in: Connection, conn_out: Connection, cfg_dict: dict[str, Any], log_path: str | None) -> None:
+    """Child main loop: receive task sources on ``conn_in``, send phases and verdicts on ``conn_out``."""
     fd = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    os.close(fd)
     nul = os.open(os.devnull, os.O_RDONLY)
     os.dup2(nul, 0)
+    os.close(nul)
     cfg = FilterConfig(**{**cfg_dict, "band_ms": tuple(cfg_dict["band_ms"]) if cfg_dict.get("band_ms") else None})
     import torch
 
@@ -57,62 +61,151 @@ def _serve(cfg_dict: dict[str, Any], log_path: str | None) -> None:
         conn_out.send(("result", verdict.to_dict()))
 
 
-class EvalWorker:
-    """One isolated evaluation process with per-phase time limits."""
+def _serve(cfg_dict: dict[str, Any], log_path: str | None) -> None:
+    """Spawned child: task sources arrive on fd 0, messages leave on (a copy of) fd 1."""
+    conn_in = Connection(os.dup(0), writable=False)
+    conn_out = Connection(os.dup(1), readable=False)
+    serve_loop(conn_in, conn_out, cfg_dict, log_path)
 
-    def __init__(self, cfg: FilterConfig, env: dict[str, str] | None = None, log_path: str | Path | None = None):
+
+class _Spawned:
+    """A child started as a fresh interpreter (subprocess)."""
+
+    def __init__(self, cfg: FilterConfig, env: dict[str, str], log_path: str | None):
+        arg = json.dumps({"cfg": cfg.to_dict(), "log": log_path})
+        self.proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.synth.runner import main; main()", arg],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **env},
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+        self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
+        self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_code(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+class _Forked:
+    """A child forked by the fork server."""
+
+    def __init__(self, server: ForkServer, env: dict[str, str], log_path: str | None):
+        self.server = server
+        self.pid, sock = server.spawn(env=env, log_path=log_path)
+        self.send_conn = self.recv_conn = Connection(sock.detach())
+        self._code: int | None = None
+
+    def alive(self) -> bool:
+        if self.server.exited(self.pid):
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    def exit_code(self, timeout: float) -> int | None:
+        if self._code is None:
+            self._code = self.server.exit_code(self.pid, timeout)
+        return self._code
+
+
+class EvalWorker:
+    """One isolated evaluation process with per-phase time limits.
+
+    ``server``: a :class:`ForkServer` to fork children from (warm); without one, or when it
+    fails, each child is a fresh interpreter.
+    """
+
+    def __init__(self, cfg: FilterConfig, env: dict[str, str] | None = None, log_path: str | Path | None = None,
+                 server: ForkServer | None = None):
         self.cfg = cfg
         self.env = dict(env or {})
         self.log_path = str(log_path) if log_path else None
-        self._proc: Any = None
-        self._conn: Any = None
-        self._wconn: Any = None
+        self.server = server
+        self.starts: dict[str, int] = {"forked": 0, "spawned": 0}
+        """How many children this worker started, by kind (a restart after a crash or timeout counts)."""
+        self._child: _Spawned | _Forked | None = None
 
     def _start(self) -> None:
-        env = {**os.environ, **self.env}
-        arg = json.dumps({"cfg": self.cfg.to_dict(), "log": self.log_path})
-        self._proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.synth.runner import main; main()", arg],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                      start_new_session=True)
-        self._wconn = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
-        self._conn = Connection(os.dup(self._proc.stdout.fileno()), writable=False)
-        self._proc.stdin.close()
-        self._proc.stdout.close()
-        # Wait for the child to import torch (slow on a busy machine) before the task clock starts.
-        if not self._conn.poll(STARTUP_TIMEOUT_S):
+        child: _Spawned | _Forked | None = None
+        if self.server is not None:
+            try:
+                child = _Forked(self.server, self.env, self.log_path)
+                self.starts["forked"] += 1
+            except (ForkServerError, OSError):
+                child = None
+        if child is None:
+            child = _Spawned(self.cfg, self.env, self.log_path)
+            self.starts["spawned"] += 1
+        self._child = child
+        # Wait for the child to be ready (a spawned one imports torch, slow on a busy machine)
+        # before the task clock starts.
+        if not child.recv_conn.poll(STARTUP_TIMEOUT_S):
             raise RuntimeError(f"evaluation process did not start in {STARTUP_TIMEOUT_S:.0f} s")
-        self._conn.recv()
+        child.recv_conn.recv()
 
     def _kill(self) -> None:
-        if self._proc is not None:
+        c = self._child
+        if c is None:
+            return
+        try:
+            os.killpg(c.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
+                os.kill(c.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            self._proc.wait(10)
-        for c in (self._conn, self._wconn):
-            if c is not None:
-                c.close()
-        self._proc = self._conn = self._wconn = None
+        c.exit_code(10)
+        for conn in {id(c.send_conn): c.send_conn, id(c.recv_conn): c.recv_conn}.values():
+            conn.close()
+        self._child = None
 
-    def evaluate(self, source: str) -> Verdict:
-        if self._proc is None or self._proc.poll() is not None:
+    def _ensure(self) -> Verdict | None:
+        if self._child is None or not self._child.alive():
             self._kill()
             try:
                 self._start()
             except (RuntimeError, EOFError, OSError) as e:
                 self._kill()
                 return reject("crash", f"evaluation process failed to start: {e}")
-        limit, phase = self.cfg.timeout_s, "eager"
+        return None
+
+    def evaluate(self, source: str) -> Verdict:
+        bad = self._ensure()
+        if bad is not None:
+            return bad
         try:
-            self._wconn.send(source)
+            self._child.send_conn.send(source)  # type: ignore[union-attr]
+        except OSError:
+            # The idle child died since its last verdict: not this task's fault; one fresh child.
+            self._kill()
+            bad = self._ensure()
+            if bad is not None:
+                return bad
+            try:
+                self._child.send_conn.send(source)  # type: ignore[union-attr]
+            except OSError as e:
+                self._kill()
+                return reject("crash", f"evaluation process unreachable: {e}")
+        limit, phase = self.cfg.timeout_s, "eager"
+        conn = self._child.recv_conn  # type: ignore[union-attr]
+        try:
             while True:
-                if not self._conn.poll(limit):
+                if not conn.poll(limit):
                     self._kill()
                     if phase == "compile":
                         return reject("compile_timeout", f"torch.compile took longer than {self.cfg.compile_timeout_s:.0f} s")
                     return reject("timeout", f"task did not finish its {phase} phase in {limit:.0f} s")
-                kind, payload = self._conn.recv()
+                kind, payload = conn.recv()
                 if kind == "ready":
                     continue
                 if kind == "phase":
@@ -120,22 +213,18 @@ class EvalWorker:
                     limit = self.cfg.compile_timeout_s if phase == "compile" else self.cfg.timeout_s
                     continue
                 return Verdict(**payload)
-        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            code = None
-            if self._proc is not None:
-                try:
-                    code = self._proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    pass
+        except (EOFError, OSError):
+            code = self._child.exit_code(5) if self._child is not None else None
             self._kill()
             return reject("crash", f"evaluation process died during the {phase} phase (exit code {code})")
 
     def close(self) -> None:
-        if self._wconn is not None:
+        c = self._child
+        if c is not None:
             try:
-                self._wconn.send(None)
-                self._proc.wait(5)
-            except (OSError, BrokenPipeError, subprocess.TimeoutExpired):
+                c.send_conn.send(None)
+                c.exit_code(5)
+            except OSError:
                 pass
         self._kill()
 
