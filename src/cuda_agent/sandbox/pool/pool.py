@@ -61,7 +61,6 @@ class Pool:
         self.backend: Backend = factory(device=device, gpus=gpus, slots=slots, build_workers=build_workers,
                                         log_dir=self.store.logs, **(backend_options or {}))
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: str | None = None
         self._run_id: int | None = None
@@ -89,12 +88,12 @@ class Pool:
         return self
 
     def close(self) -> None:
-        """Stop serving; jobs not finished stay in the database for the next pool."""
+        """Stop serving; jobs not finished go back to the queue for the next pool."""
         if self._thread is not None:
             self._stop.set()
-            self._wake.set()
             self._thread.join(timeout=120)
             self._thread = None
+            self.store.requeue_in_flight()
         else:
             try:
                 self.backend.close()
@@ -134,7 +133,6 @@ class Pool:
             jid = self.store.submit(task, solution, o, priority=priority, tag=tag, key=key, timeout=timeout)
         except SnapshotError as e:
             raise PoolError(str(e)) from None
-        self._wake.set()
         return jid
 
     def job(self, job_id: int) -> JobRecord:

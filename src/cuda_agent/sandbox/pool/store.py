@@ -278,6 +278,16 @@ class Store:
                 requeued.append(rec.id)
         return requeued, gave_up
 
+    def requeue_in_flight(self) -> list[int]:
+        """On a clean stop: hand what was in flight back to the queue (no restart counted)."""
+        ids = []
+        for rec in self.jobs(status=BUILDING) + self.jobs(status=READY) + self.jobs(status=RUNNING):
+            self.update(rec.id, status=QUEUED, build_worker=None, build_start=None, build_end=None, slot=None,
+                        device=None, worker_pid=None, visible_devices=None, start=None, end=None,
+                        note="re-queued: the pool was closed while it was in flight")
+            ids.append(rec.id)
+        return ids
+
     def start_run(self, backend: str, slots: list[str], recovered: int) -> int:
         cur = self._tx("INSERT INTO runs (pid, backend, slots, started, recovered) VALUES (?,?,?,?,?)",
                        (os.getpid(), backend, dumps(slots), time.time(), recovered))
