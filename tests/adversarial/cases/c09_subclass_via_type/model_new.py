@@ -1,0 +1,15 @@
+import torch
+import torch.nn as nn
+
+from cuda_agent.ext import ops
+
+Wrapped = type("Wrapped", (torch.Tensor,), {})
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.scale = nn.Parameter(torch.empty(features))
+
+    def forward(self, x):
+        return ops.scaled_swish(x, self.scale).as_subclass(Wrapped)
