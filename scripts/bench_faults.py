@@ -24,14 +24,15 @@ from faults.catalog import CPU_FAULTS, GPU_FAULTS, run_fault  # noqa: E402
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| fault | device | verdict | s to verdict | s to recover | ok |",
-           "|---|---|---|---:|---:|---|"]
+    out = ["| fault | device | verdict | s to verdict | of which build | s to recover | ok |",
+           "|---|---|---|---:|---:|---:|---|"]
     for r in rows:
         verdict = (r["skipped"] and f"skipped: {r['skipped']}") or r["verdict"]
         verdict = verdict.replace("|", "/")[:110]
         ok = "skipped" if r["skipped"] else ("yes" if not r["problems"] else "NO: " + "; ".join(r["problems"])[:80])
         rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.1f}"
-        out.append(f"| {r['fault']} | {r['device']} | {verdict} | {r['seconds']:.1f} | {rec} | {ok} |")
+        build = "-" if r.get("build_s") is None else f"{r['build_s']:.1f}"
+        out.append(f"| {r['fault']} | {r['device']} | {verdict} | {r['seconds']:.1f} | {build} | {rec} | {ok} |")
     return "\n".join(out)
 
 

@@ -370,7 +370,8 @@ class Outcome:
     stage: str | None
     error: str | None
     seconds: float
-    """From the start of the check to its verdict."""
+    """From the start of the check to its verdict (building the candidate included)."""
+    build_s: float | None
     recovery_s: float | None
     """From the verdict to the end of the next good check (None if it did not pass)."""
     recovered: bool
@@ -439,7 +440,7 @@ def run_fault(fault: Fault, work: Path, good_task=None, good_solution: Path | No
     good = good_solution or example / "solution"
     skip = missing_features(fault)
     if skip:
-        return Outcome(fault.name, fault.device, "skipped", None, None, 0.0, None, False, [], skipped=skip)
+        return Outcome(fault.name, fault.device, "skipped", None, None, 0.0, None, None, False, [], skipped=skip)
     work.mkdir(parents=True, exist_ok=True)
     ctx = Ctx(work)
     sol = fault.make(ctx)
@@ -464,6 +465,7 @@ def run_fault(fault: Fault, work: Path, good_task=None, good_solution: Path | No
         verdict = "ran correctly" + (f" (flagged: {', '.join(rules)})" if rules else "")
     else:
         verdict = f"{stage}: {first}"
-    return Outcome(fault.name, fault.device, verdict, stage, res.error, round(seconds, 2),
+    build_s = round(res.build.seconds, 2) if res.build is not None else None
+    return Outcome(fault.name, fault.device, verdict, stage, res.error, round(seconds, 2), build_s,
                    round(recovery, 2) if ok.correct else None, ok.correct, problems,
                    getattr(res, "isolation", "") or "", rules)

@@ -40,7 +40,7 @@ GB = 1 << 30
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 36, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 SETUP_FAILED = 97  # launcher exit code when the planned isolation could not be applied
 
@@ -366,6 +366,7 @@ def _setup_mounts(plan: dict) -> None:
         shm = h == plan.get("shm")
         opts = f"size={plan['shm_bytes']},mode=1777" if shm else "size=1m,mode=755"
         _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    held.sort(key=lambda h: h[1].rstrip("/").count("/"))  # an enclosing directory first, then what is inside
     for fd, path, mode in held:
         if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide):
             if stat.S_ISDIR(os.fstat(fd).st_mode):
@@ -477,6 +478,7 @@ def _init(plan: dict, argv: list[str], status_w: int) -> None:
 
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
+    _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the command (same uid) cannot ptrace its init
     child = os.fork()
     if child == 0:
         os.close(status_w)
