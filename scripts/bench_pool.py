@@ -285,7 +285,7 @@ def report(args, warmup: dict) -> None:
     by = {r["label"]: r for r in rows}
     cli = by.get("cli")
     for r in rows:
-        if cli and r["label"] != "cli" and r["evals_per_min"] and cli["evals_per_min"]:
+        if cli and r["label"].startswith("pool-") and r["evals_per_min"] and cli["evals_per_min"]:
             md.append("")
             md.append(f"{r['label']} vs cli: {r['evals_per_min'] / cli['evals_per_min']:.2f}x evaluations/min.")
     scal = [r for r in rows if r["label"].startswith("scaling-")]
@@ -320,7 +320,7 @@ def warm(args, spec: dict, task_file: Path, cache: Path) -> dict:
     try:
         r = json.loads(p.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
-        raise SystemExit(f"warm-up check failed: {p.stdout[-1000:]} {p.stderr[-2000:]}")
+        raise SystemExit(f"warm-up check failed: {p.stdout[-1000:]} {p.stderr[-2000:]}") from None
     if not r.get("correct"):
         raise SystemExit(f"warm-up: the example itself is not correct here: {r.get('error')}")
     w = {"seconds": round(time.time() - t, 1), "t_eager_ms": r.get("t_eager_ms"), "t_compile_ms": r.get("t_compile_ms"),
@@ -388,7 +388,7 @@ def main() -> None:
                         print(f"scaling: skip {k} GPUs (only {len(all_gpus)} visible)", flush=True)
                         continue
                     label = f"scaling-{be}-{k}"
-                            gpus = all_gpus[:k] if args.device == "cuda" else None
+                    gpus = all_gpus[:k] if args.device == "cuda" else None
                     st = load_state(args, label, n=args.n, backend=be, gpus=gpus or [f"cpu{i}" for i in range(k)])
                     if not st["complete"]:
                         if args.device == "cpu":

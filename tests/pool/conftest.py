@@ -10,9 +10,6 @@ cache of tests/conftest.py.
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
 import time
 from pathlib import Path
 

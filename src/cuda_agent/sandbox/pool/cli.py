@@ -215,6 +215,6 @@ def results_command(db, as_json):
             click.echo(json.dumps(r.to_dict()))
             continue
         res = r.result
-        verdict = "-" if res is None else ("correct" if res.correct else (res.error or "incorrect").splitlines()[0][:90])
+        verdict = "-" if res is None else ("correct" if res.correct else " ".join((res.error or "incorrect").split())[:100])
         click.echo(f"{r.id:>5} {r.status:<8} {r.outcome or '-':<18} {r.slot or '-':<8} "
                    f"{'' if res is None or res.reward is None else f'{res.reward:+g}':>3}  {r.tag or ''}  {verdict}")

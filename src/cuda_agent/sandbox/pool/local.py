@@ -5,8 +5,10 @@ a time (exclusive allocation); on the CPU back-end ``slots=N`` workers with no G
 ``build_workers`` CPU builders run the build stage in parallel.  Workers are
 ``python -m cuda_agent.sandbox.pool.worker`` processes speaking JSON lines (nothing is
 unpickled); a worker that exits, crashes or runs past its job's timeout (then it is killed)
-is reported as ``died`` and replaced by a fresh one.  Each worker's stderr is appended to
-``<log_dir>/<name>.log``.
+is reported as ``died`` and replaced by a fresh one.  A worker gets jobs only once it has
+said it is ready (imports and CUDA context done); workers that die before that three times
+in a row stop the pool with their log's tail (a broken install must not spin).  Each
+worker's stderr is appended to ``<log_dir>/<name>.log``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .backend import BUILT, CHECKED, DIED, FAILED, Backend, Event, WorkItem, register_backend
 from .devices import gpu_arch, host, visible_gpus
 from .store import PoolError
+
+
+MAX_EARLY_DEATHS = 3
 
 
 def default_build_workers(n_slots: int) -> int:
@@ -44,7 +49,8 @@ class _Worker:
     ready: bool = False
     pid: int | None = None
     log: object | None = None
-    spawned: float = field(default_factory=time.time)
+    early_deaths: int = 0
+    """Deaths in a row before the worker said it was ready (a broken install, not a job)."""
 
 
 def _describe_exit(code: int | None) -> str:
@@ -123,7 +129,7 @@ class LocalBackend(Backend):
             env={**os.environ, **w.env}, start_new_session=True)
         if log is not None:
             log.close()
-        w.pid, w.buf, w.item, w.ready, w.spawned = w.proc.pid, b"", None, False, time.time()
+        w.pid, w.buf, w.item, w.ready = w.proc.pid, b"", None, False
         self._sel.register(w.proc.stdout, selectors.EVENT_READ, w)
 
     def _kill(self, w: _Worker) -> int | None:
@@ -163,10 +169,10 @@ class LocalBackend(Backend):
         return next(w.device_key for w in self._workers if w.name == slot)
 
     def free_slots(self) -> list[str]:
-        return [w.name for w in self._workers if w.role == "slot" and w.proc is not None and w.item is None]
+        return [w.name for w in self._workers if w.role == "slot" and w.proc is not None and w.ready and w.item is None]
 
     def free_builders(self) -> int:
-        return sum(1 for w in self._workers if w.role == "build" and w.proc is not None and w.item is None)
+        return sum(1 for w in self._workers if w.role == "build" and w.proc is not None and w.ready and w.item is None)
 
     def _send(self, w: _Worker, item: WorkItem) -> None:
         w.item, w.since = item, time.time()
@@ -178,14 +184,14 @@ class LocalBackend(Backend):
             pass  # the next poll sees the worker dead and reports the job
 
     def dispatch_build(self, item: WorkItem) -> str:
-        w = next(w for w in self._workers if w.role == "build" and w.proc is not None and w.item is None)
+        w = next(w for w in self._workers if w.role == "build" and w.proc is not None and w.ready and w.item is None)
         self._send(w, item)
         return w.name
 
     def dispatch_check(self, slot: str, item: WorkItem) -> None:
         w = next(w for w in self._workers if w.name == slot)
-        if w.item is not None or w.proc is None:
-            raise RuntimeError(f"slot {slot} is busy")  # a scheduler bug, never a user's
+        if w.item is not None or w.proc is None or not w.ready:
+            raise RuntimeError(f"slot {slot} is not free")  # a scheduler bug, never a user's
         self._send(w, item)
 
     def poll(self, timeout: float) -> list[Event]:
@@ -242,6 +248,15 @@ class LocalBackend(Backend):
     def _died(self, w: _Worker, timeout_hit: bool) -> list[Event]:
         item, since, pid = w.item, w.since, w.pid
         code = self._kill(w)
+        if not w.ready:
+            w.early_deaths += 1
+            if w.early_deaths >= MAX_EARLY_DEATHS:
+                log = self.log_dir / f"{w.name.replace(':', '-')}.log" if self.log_dir else None
+                tail = log.read_text(errors="replace")[-1500:] if log and log.exists() else ""
+                raise PoolError(f"worker {w.name} {_describe_exit(code)} at start {w.early_deaths} times in a row; "
+                                f"the pool stops (log {log}):\n{tail}")
+        else:
+            w.early_deaths = 0
         if not self._closed:
             self._replaced += 1
             self._spawn(w)

@@ -25,7 +25,7 @@ from ...tasks import Task, TaskError, resolve
 from ..check import CheckOptions
 from ..results import CheckResult
 from .audit import Audit, audit_records
-from .backend import BUILT, CHECKED, DIED, FAILED, Backend, Event, WorkItem, get_backend
+from .backend import BUILT, CHECKED, DIED, Backend, Event, WorkItem, get_backend
 from .jobs import (BUILDING, DONE, QUEUED, READY, RUNNING, WORKER_DIED, WORKER_TIMEOUT, JobRecord,
                    failure_result, options_to_dict)
 from .jobs import CHECKED as OUT_CHECKED
@@ -190,6 +190,8 @@ class Pool:
                 self._fill()
                 for ev in self.backend.poll(0.2):
                     self._handle(ev)
+        except PoolError as e:
+            self._error = str(e)
         except BaseException:
             self._error = traceback.format_exc(limit=8)
         finally:
