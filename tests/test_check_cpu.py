@@ -7,6 +7,7 @@ test runs the whole pipeline once (build -> verify -> time -> eager + compile ba
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import time
@@ -139,7 +140,11 @@ def test_all_zeros_where_values_are_small(tmp_path):
                  "    def forward(self, x):\n        return torch.zeros_like(x)\n")
     r = check(task, f, opts())
     assert_failed_cleanly(r)
-    assert r.violations == []
+    # the same zeros for every input: caught before the comparison, as a constant output
+    assert [v.rule for v in r.violations] == ["output-ignores-input"] and r.exploit_classes == [7]
+    r = check(task, f, opts(n_sets=1, extra_round=False))  # one input set: the comparison must catch it
+    assert_failed_cleanly(r)
+    assert r.violations == [] and r.exploit_classes == [6]
     assert r.max_abs_err < 1e-2  # every element is within atol ...
     assert "relative L2 error" in r.error  # ... and it still fails
 
@@ -279,11 +284,27 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _procs_with(marker: str) -> list[str]:
+    """Live processes whose command line holds ``marker`` (PIDs inside the runner's PID
+    namespace mean nothing out here, so the test marks its processes instead)."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd and _alive(int(p)):
+                out.append(cmd)
+    return out
+
+
 def test_hang_times_out_and_kills_the_process_group(example_task, tmp_path):
-    pids = tmp_path / "pids.txt"
-    body = (f"        import os, subprocess, time\n"
-            f"        child = subprocess.Popen(['sleep', '600'])\n"
-            f"        open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+    marker = f"600.{os.getpid()}{time.time_ns() % 10**6}"
+    started = tmp_path / "started.txt"
+    body = (f"        import subprocess, sys, time\n"
+            f"        subprocess.Popen(['sleep', {marker!r}])\n"
+            f"        open({str(started)!r}, 'w').write(sys.argv[-1])\n"
             f"        time.sleep(600)\n"
             f"        return x")
     f = torch_solution(tmp_path, body)
@@ -291,15 +312,15 @@ def test_hang_times_out_and_kills_the_process_group(example_task, tmp_path):
     r = check(example_task, f, opts(rules="kernelbench", verify_timeout=15))
     took = time.perf_counter() - t
     assert_failed_cleanly(r)
-    assert r.verdict.stage == "timeout"
+    assert r.verdict.stage == "timeout" and 18 in r.exploit_classes
     assert "run did not finish within 15 s (killed)" in r.error
     assert took < 60
-    runner_pid, child_pid = map(int, pids.read_text().split())
+    job_file = started.read_text()  # the runner's job.json: the same path inside and outside
     deadline = time.time() + 5
-    while (_alive(runner_pid) or _alive(child_pid)) and time.time() < deadline:
+    while (_procs_with(marker) or _procs_with(job_file)) and time.time() < deadline:
         time.sleep(0.1)
-    assert not _alive(runner_pid), "the runner survived the timeout"
-    assert not _alive(child_pid), "the candidate's child process survived (process group not killed)"
+    assert not _procs_with(job_file), "the runner survived the timeout"
+    assert not _procs_with(marker), "the candidate's child process survived"
 
 
 def test_huge_stdout_does_not_break_the_check(example_task, tmp_path):

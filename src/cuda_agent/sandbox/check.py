@@ -275,7 +275,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         init_seed = secrets.randbits(31) if o.seed is None else o.seed
         job = {"device": o.device, "task_file": str(task_file), "solution_file": str(sol_file.resolve()),
                "solution_dir": str(sol_dir.resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
-               "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew"}
+               "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew",
+               "gpu_mem_fraction": getattr(o.limits, "gpu_memory_fraction", None)}
         (job_dir / "job.json").write_text(json.dumps(job))
         env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
 

@@ -303,6 +303,8 @@ def main() -> None:
     sys.stdout = sys.stderr
     torch.backends.cuda.matmul.allow_tf32 = bool(job.get("tf32", False))
     torch.backends.cudnn.allow_tf32 = bool(job.get("tf32", False))
+    if job.get("gpu_mem_fraction") and job["device"] == "cuda":  # caps torch's allocator (not raw cudaMalloc)
+        torch.cuda.set_per_process_memory_fraction(float(job["gpu_mem_fraction"]))
     if job.get("extension"):
         os.environ["CUDA_AGENT_EXTENSION"] = job["extension"]
     if job.get("solution_dir"):
