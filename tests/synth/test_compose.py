@@ -84,3 +84,35 @@ def test_registry_accepts_user_composers():
     assert c.kw["profile"] == "cpu"
     with pytest.raises(KeyError):
         get_composer("no-such-composer")
+
+
+@pytest.fixture(scope="module")
+def gpu_composer():
+    return get_composer("programmatic", library=seed_library(include_transformers=False), profile="gpu")
+
+
+def test_gpu_sizes_are_scaled_into_the_band_by_the_cost_model(gpu_composer):
+    from cuda_agent.synth.gpucost import estimate_ms
+
+    ests, base, scaled = [], [], 0
+    for seed in range(24):
+        cand = gpu_composer.compose("2", seed)
+        m = cand.extra
+        assert {"target_gpu_ms", "est_gpu_ms", "batch_base"} <= set(m)
+        if m["est_gpu_ms"] is None:
+            continue
+        assert m["est_gpu_ms"] == pytest.approx(estimate_ms(cand.source))  # recorded estimate is the task's
+        ests.append(m["est_gpu_ms"])
+        base.append(m["est_gpu_ms_base"])
+        scaled += m["input_shape"][0] != m["batch_base"]
+    in_band = sum(1.0 <= e <= 100.0 for e in ests) / len(ests)
+    base_in_band = sum(1.0 <= e <= 100.0 for e in base) / len(base)
+    assert len(ests) >= 18 and scaled >= 6
+    assert in_band >= 0.75 and in_band > base_in_band, (in_band, base_in_band)
+    # same seed, same scaled task
+    assert gpu_composer.compose("2", 5).source == gpu_composer.compose("2", 5).source
+
+
+def test_cpu_profile_is_not_rescaled(composer):
+    cand = composer.compose("2", 7)
+    assert "est_gpu_ms" not in cand.extra and composer.target_ms is None

@@ -88,3 +88,17 @@ def test_static_stochastic_scan_ignores_seeded_init_and_inputs(make_task, good):
         "self.linear = nn.Linear(features, features)\n        self.w = nn.Parameter(torch.randn(features))")
     assert stochastic_names(src) == []
     assert stochastic_names(src.replace("nn.Linear(features, features)\n", "nn.Dropout(0.1)\n", 1)) == ["Dropout"]
+
+
+def test_timing_waits_for_the_device_timing_lock(tmp_path, good):
+    import fcntl
+
+    lock = tmp_path / "timing.lock"
+    cfg = FilterConfig(device="cpu", compile=False, timeout_s=6, band_ms=(0.0, 1e6), timing_lock=str(lock))
+    with EvalWorker(cfg) as w:
+        with open(f"{lock}.all", "a") as f:  # another process is timing on this device
+            fcntl.flock(f, fcntl.LOCK_EX)
+            v = w.evaluate(good)
+            assert not v.ok and v.code == "timeout" and "time phase" in v.reason, v.reason
+        v = w.evaluate(good)
+        assert v.ok, v.reason

@@ -4,6 +4,7 @@ and a contaminated candidate being dropped."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -91,3 +92,22 @@ def test_contaminated_candidate_is_dropped(tmp_path, kernelbench_path):
     recs = read_journal(tmp_path / "c" / "decisions.jsonl")
     assert recs and all(r["code"] == "contaminated" and r["max_similarity"] > 0.9 for r in recs)
     assert res.stats["rejections_by_code"]["contaminated"] == len(recs)
+
+
+def test_time_budget_stops_the_run_and_a_rerun_resumes(tmp_path, kernelbench_path):
+    out = tmp_path / "budget"
+    t = time.time()
+    res = run_synth(500, out, compile=False, workers=2, seed=11, kernelbench=kernelbench_path, max_minutes=0.25,
+                    drain_s=5, progress=False, include_transformers=False)
+    assert time.time() - t < 0.25 * 60 + 5 + 40  # budget + drain + start-up/teardown slack
+    assert 0 < res.accepted < 500
+    assert "time budget" in res.stats["settings"]["stopped"]
+    assert res.stats["settings"]["process_starts"]["forked"] >= 1  # CPU default: the warm fork server
+    recs = read_journal(out / "decisions.jsonl")
+    assert len({r["key"] for r in recs}) == len(recs)  # nothing decided twice
+    assert all(r.get("phase_s") for r in recs if r["stage"] in ("accepted", "filter"))
+    res2 = run_synth(500, out, compile=False, workers=2, seed=11, kernelbench=kernelbench_path, max_minutes=0.25,
+                     drain_s=5, progress=False, include_transformers=False)
+    recs2 = read_journal(out / "decisions.jsonl")
+    assert recs2[:len(recs)] == recs and len(recs2) > len(recs)
+    assert res2.accepted > res.accepted

@@ -44,15 +44,20 @@ def _band(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
 @click.option("--base-url", default=None, help="LLM composer: OpenAI-compatible server URL.")
 @click.option("--api-key", default=None, envvar="OPENAI_API_KEY", help="LLM composer: API key.")
 @click.option("--model", default=None, help="LLM composer: model name.")
-@click.option("--fork-server/--no-fork-server", default=True, show_default=True,
-              help="Fork evaluation processes from one warm server (torch imported and compile warmed once).")
+@click.option("--fork-server/--no-fork-server", default=None,
+              help="Fork evaluation processes from one warm server (torch imported and compile warmed once); "
+                   "default: on for cpu, off for cuda.")
+@click.option("--minutes", "max_minutes", type=float, default=None,
+              help="Wall-time budget: stop submitting after it, drain for up to --drain seconds, keep what finished.")
+@click.option("--drain", "drain_s", type=float, default=60.0, show_default=True,
+              help="Seconds in-flight evaluations get after --minutes before they are abandoned (undecided).")
 @click.option("--progress/--no-progress", default=True)
 def synth_command(n: int, out: str, composer: str, device: str, workers: int | None, seed: int, mix: str | None,
                   sizes: str | None, band_ms: tuple[float, float] | None, compile_: bool, compile_backend: str,
                   timeout_s: float | None, compile_timeout_s: float | None, kernelbench: str | None,
                   decontaminate: bool, max_similarity: float, max_candidates: int | None, no_transformers: bool,
-                  base_url: str | None, api_key: str | None, model: str | None, fork_server: bool,
-                  progress: bool) -> None:
+                  base_url: str | None, api_key: str | None, model: str | None, fork_server: bool | None,
+                  max_minutes: float | None, drain_s: float, progress: bool) -> None:
     """Synthesize N filtered, decontaminated KernelBench-format tasks into OUT (resumable)."""
     opts = {}
     if composer == "llm":
@@ -62,11 +67,12 @@ def synth_command(n: int, out: str, composer: str, device: str, workers: int | N
                         band_ms=band_ms, compile=compile_, compile_backend=compile_backend, timeout_s=timeout_s,
                         compile_timeout_s=compile_timeout_s, kernelbench=kernelbench, decontaminate=decontaminate,
                         max_similarity=max_similarity, max_candidates=max_candidates, composer_options=opts,
-                        include_transformers=not no_transformers, fork_server=fork_server, progress=progress)
+                        include_transformers=not no_transformers, fork_server=fork_server,
+                        max_minutes=max_minutes, drain_s=drain_s, progress=progress)
     except SynthError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"accepted {res.accepted}/{n} tasks from {res.candidates} candidates in {res.elapsed_s:.0f} s")
     click.echo(json.dumps(res.files, indent=2))
-    if res.accepted < n:
+    if res.accepted < n and not max_minutes:
         raise click.ClickException(f"only {res.accepted} of {n} tasks accepted "
                                    f"({res.stats.get('settings', {}).get('stopped') or 'see stats.md'})")

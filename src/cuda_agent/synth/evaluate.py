@@ -11,6 +11,7 @@ and a one-line ``reason``.  This module imports torch lazily: the process that r
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import statistics
 import sys
@@ -20,7 +21,7 @@ import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 STOCHASTIC = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "dropout",
               "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "RReLU", "rrelu",
@@ -48,6 +49,9 @@ class FilterConfig:
     """Wall limit for the compile step alone (inductor on the CPU compiles C++)."""
     threads: int = 1
     """torch CPU threads inside an evaluation process."""
+    timing_lock: str | None = None
+    """Path prefix of a lock file held while timing (``<prefix>.<CUDA_VISIBLE_DEVICES>``), so that
+    several evaluation processes sharing one GPU never time at the same moment."""
 
     @property
     def band(self) -> tuple[float, float]:
@@ -65,7 +69,7 @@ class Verdict:
 
     ok: bool
     code: str = ""
-    """Short rejection class: load, stochastic, eager, output, non_finite, constant, input_independent,
+    """Short rejection class: load, stochastic, eager, oom, output, non_finite, constant, input_independent,
     nondeterministic, too_fast, too_slow, compile_error, compile_mismatch, compile_timeout, timeout, crash."""
     reason: str = ""
     eager_ms: float | None = None
@@ -79,6 +83,8 @@ class Verdict:
 
 
 def reject(code: str, reason: str, **kw: Any) -> Verdict:
+    if code in ("eager", "compile_error") and "OutOfMemoryError" in reason:
+        code = "oom"  # out of device memory (often other processes' share): not the task's fault alone
     return Verdict(ok=False, code=code, reason=reason[:500], **kw)
 
 
@@ -144,6 +150,22 @@ def _build(mod: Any, device: str, seed: int) -> tuple[Any, list[Any]]:
     model = mod.Model(*mod.get_init_inputs()).to(device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
     return model, inputs
+
+
+@contextlib.contextmanager
+def _timing_lock(cfg: FilterConfig) -> Iterator[None]:
+    if not cfg.timing_lock:
+        yield
+        return
+    import fcntl
+    import os
+
+    with open(f"{cfg.timing_lock}.{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _sync(device: str) -> None:
@@ -270,7 +292,7 @@ def _run_filters(source: str, cfg: FilterConfig, workdir: Path, phase: Callable[
     enter("time")
     # The model already ran three times on these inputs (out1, out_other, out2): those runs are
     # the first warm-up runs, so only the rest of ``cfg.warmup`` is run here.
-    with torch.no_grad():
+    with torch.no_grad(), _timing_lock(cfg):
         ms = _time_ms(lambda: model(*inputs), dev, max(0, cfg.warmup - 2), cfg.reps)
     if ms < lo:
         return reject("too_fast", f"eager {ms:.4g} ms < {lo} ms", eager_ms=ms, out_shapes=shapes)

@@ -84,14 +84,18 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
               compile_timeout_s: float | None = None, kernelbench: str | Path | None = None,
               decontaminate: bool = True, max_similarity: float = 0.9, max_candidates: int | None = None,
               composer_options: dict[str, Any] | None = None, include_transformers: bool = True,
-              fork_server: bool = True, progress: bool = True) -> SynthResult:
+              fork_server: bool | None = None, max_minutes: float | None = None, drain_s: float = 60.0,
+              progress: bool = True) -> SynthResult:
     """Synthesize ``n`` filtered, decontaminated tasks into ``out_dir`` (resumable).
 
     ``sizes`` is the input-size profile (``gpu`` or ``cpu``; default: ``gpu`` on cuda, ``cpu``
     otherwise).  ``band_ms`` is the eager runtime band (default 1-100 ms on cuda, 0.1-5000 ms
     on cpu).  ``compile=False`` skips the torch.compile filter (quick runs only).
     ``fork_server`` forks the evaluation processes from one warm server (see
-    :mod:`cuda_agent.synth.forkserver`) instead of starting a fresh interpreter for each.
+    :mod:`cuda_agent.synth.forkserver`) instead of starting a fresh interpreter for each
+    (default: on for cpu, off for cuda).  ``max_minutes`` is a wall-time budget: no new candidate
+    is submitted after it, evaluations in flight get ``drain_s`` more seconds, and what is still
+    running then is abandoned undecided (a rerun picks up from there, as after an interruption).
     """
     if n < 1:
         raise SynthError("--n must be at least 1")
@@ -121,17 +125,21 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
     cfg = FilterConfig(device=dev, band_ms=band_ms, compile=compile, compile_backend=compile_backend,
                        timeout_s=timeout_s or (120.0 if dev.startswith("cuda") else 60.0),
                        compile_timeout_s=compile_timeout_s or (300.0 if dev.startswith("cuda") else 240.0),
-                       threads=1 if ngpu else max(1, (os.cpu_count() or 2) // n_workers))
+                       threads=1 if ngpu else max(1, (os.cpu_count() or 2) // n_workers),
+                       timing_lock=str(out / ".timing.lock") if ngpu and n_workers > ngpu else None)
     log_path = out / "eval.log"
     # The fork server imports torch and warms up torch.compile while this process loads the
     # KernelBench index and the seed library.
+    if fork_server is None:
+        fork_server = not dev.startswith("cuda")
     server = ForkServer(cfg, log_path=str(log_path)) if fork_server else None
     try:
         return _run(n, out, server, cfg, log_path, composer=composer, dev=dev, ngpu=ngpu, n_workers=n_workers,
                     seed=seed, mix_d=mix_d, profile=profile, compile=compile, compile_backend=compile_backend,
                     kernelbench=kernelbench, decontaminate=decontaminate, max_similarity=max_similarity,
                     max_candidates=max_candidates, composer_options=composer_options,
-                    include_transformers=include_transformers, progress=progress, t_start=t_start)
+                    include_transformers=include_transformers, progress=progress, t_start=t_start,
+                    deadline=t_start + 60 * max_minutes if max_minutes else None, drain_s=drain_s)
     finally:
         if server is not None:
             server.close()
@@ -141,7 +149,7 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
          ngpu: int, n_workers: int, seed: int, mix_d: dict[str, float], profile: str, compile: bool,
          compile_backend: str, kernelbench: str | Path | None, decontaminate: bool, max_similarity: float,
          max_candidates: int | None, composer_options: dict[str, Any] | None, include_transformers: bool,
-         progress: bool, t_start: float) -> SynthResult:
+         progress: bool, t_start: float, deadline: float | None, drain_s: float) -> SynthResult:
     index: ReferenceIndex | None = None
     if decontaminate:
         kb = _resolve_kernelbench(kernelbench)
@@ -261,6 +269,9 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
                 if new_candidates >= limit:
                     stopped_reason = f"stopped after {limit} new candidates (max_candidates)"
                     break
+                if deadline is not None and time.time() >= deadline:
+                    stopped_reason = f"stopped at the time budget ({(deadline - t_start) / 60:.1f} min)"
+                    break
                 open_b = [b for b in q if acc[b] < q[b]]
                 if len(in_flight) >= 2 * n_workers or not open_b:
                     if not in_flight:
@@ -318,10 +329,23 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
                 inflight_b[b] += 1
                 prog.update(task_id, info=info())
             # Drain: decisions already paid for are kept (they may overfill a bucket; the dataset trims).
-            if in_flight:
-                wait(list(in_flight))
-            for f in list(in_flight):
-                finish(f)
+            # Under a time budget, what is still running after drain_s is abandoned undecided.
+            drain_end = None if deadline is None else max(deadline, time.time()) + drain_s
+            while in_flight:
+                left = None if drain_end is None else max(0.0, drain_end - time.time())
+                fin, _ = wait(list(in_flight), timeout=left, return_when=FIRST_COMPLETED)
+                if not fin:
+                    abandoned = len(in_flight)
+                    stopped_reason += f"; {abandoned} evaluation(s) abandoned after {drain_s:.0f} s of draining"
+                    for f in in_flight:
+                        f.cancel()  # queued ones never start
+                    for ev in evs:
+                        ev.interrupt()
+                    wait(list(in_flight), timeout=30)
+                    in_flight.clear()
+                    break
+                for f in fin:
+                    finish(f)
             prog.update(task_id, completed=min(n, len(accepted)), info=info())
     finally:
         for f in list(in_flight):
@@ -340,7 +364,8 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
             rows.append({**r, "task_id": r["id"], "code": r["source"], "sha": r["key"]})
     files: dict[str, str] = {}
     jl, pq_path = write_dataset(rows, out)
-    files.update(jsonl=str(jl), parquet=str(pq_path), journal=str(journal))
+    files.update(jsonl=str(jl), parquet=str(pq_path) if pq_path else "(not written: pyarrow is not installed)",
+                 journal=str(journal))
     elapsed = time.time() - t_start
     settings["stopped"] = stopped_reason
     settings["fork_server"] = server is not None

@@ -12,16 +12,18 @@ COLUMNS = ("task_id", "code", "sha", "norm_hash", "bucket", "op_count", "ops", "
            "max_similarity", "nearest_kernelbench", "eager_ms", "device", "family")
 
 
-def write_dataset(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path]:
-    """``tasks.jsonl`` and ``tasks.parquet`` (lists stored as JSON strings in parquet-friendly form)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+def write_dataset(rows: list[dict[str, Any]], out_dir: Path) -> tuple[Path, Path | None]:
+    """``tasks.jsonl`` and ``tasks.parquet`` (None when pyarrow is not installed)."""
     recs = [{k: r.get(k) for k in COLUMNS} for r in rows]
     jl = out_dir / "tasks.jsonl"
     with jl.open("w") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return jl, None
     table = pa.Table.from_pylist(recs, schema=pa.schema([
         ("task_id", pa.string()), ("code", pa.string()), ("sha", pa.string()), ("norm_hash", pa.string()),
         ("bucket", pa.string()), ("op_count", pa.int64()), ("ops", pa.list_(pa.string())),
@@ -87,8 +89,19 @@ def build_stats(records: list[dict[str, Any]], accepted: list[dict[str, Any]], s
         "max_similarity_accepted": max(sims_acc) if sims_acc else None,
         "eager_ms": _quantiles([r["eager_ms"] for r in accepted if r.get("eager_ms") is not None]),
         "filter_seconds": filter_seconds(records),
+        "gpu_estimate": gpu_estimate(records),
         "elapsed_s": elapsed_s, "settings": settings,
     }
+
+
+def gpu_estimate(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the composer's GPU-time estimate compared with the measured eager time (measured/estimate)."""
+    pairs = [(r["eager_ms"], (r.get("made") or {}).get("est_gpu_ms")) for r in records if r.get("eager_ms")]
+    ratios = [m / e for m, e in pairs if e]
+    if not ratios:
+        return {}
+    return {"n": len(ratios), "measured_over_estimate": _quantiles(ratios),
+            "within_2x": sum(0.5 <= x <= 2 for x in ratios) / len(ratios)}
 
 
 def filter_seconds(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,6 +136,11 @@ def stats_markdown(stats: dict[str, Any]) -> str:
     if fs.get("evaluated"):
         L.append(f"- filter seconds per evaluated task ({fs['evaluated']} tasks, one evaluation process): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in fs["mean"].items()))
+    ge = s.get("gpu_estimate") or {}
+    if ge:
+        L.append(f"- measured eager / estimated GPU ms ({ge['n']} timed candidates): "
+                 f"{json.dumps({k: round(v, 2) for k, v in ge['measured_over_estimate'].items()})}, "
+                 f"within 2x: {ge['within_2x']:.0%}")
     L.append(f"- settings: `{json.dumps(s['settings'])}`")
     L += ["", "## Op-count mix (accepted)", "", "| bucket | count | share |", "|---|---|---|"]
     L += [f"| {k} | {v['count']} | {v['share']:.2%} |" for k, v in s["op_count_mix"].items()]

@@ -218,6 +218,16 @@ class EvalWorker:
             self._kill()
             return reject("crash", f"evaluation process died during the {phase} phase (exit code {code})")
 
+    def interrupt(self) -> None:
+        """Kill the running child's process group (from another thread); the evaluation in progress
+        returns a ``crash`` verdict that the caller is expected to discard."""
+        c = self._child
+        if c is not None:
+            try:
+                os.killpg(c.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def close(self) -> None:
         c = self._child
         if c is not None:

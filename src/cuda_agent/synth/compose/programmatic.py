@@ -4,6 +4,13 @@ The first operator is drawn uniformly over categories (then uniformly within one
 hundred-odd elementwise seeds do not drown convolutions and matmuls; later operators are drawn
 the same way among those that accept the running shape.  Where a step keeps the shape, it may
 become a residual (``x = x + op(x)``) or a two-branch sum (``x = op1(x) + op2(x)``).
+
+GPU profile: a family's sizes alone put most chains under 1 ms on an H200 (one elementwise op
+over 256M floats is ~0.5 ms).  So each program's eager time is estimated on meta tensors
+(:mod:`cuda_agent.synth.gpucost`) and, when it is off a target drawn log-uniformly from
+``target_ms``, the program is rebuilt with the same random choices and a batch dimension scaled
+by target/estimate (at most three times; the size limits still apply).  The CPU profile is not
+rescaled.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
+from ..gpucost import estimate_ms, log_uniform
 from ..ops import OpSpec, sample_family
 from ..program import ComposeError, Limits, Program, Step, make_step
 from . import BUCKETS, Candidate, register_composer
@@ -23,7 +31,8 @@ class ProgrammaticComposer:
     name = "programmatic"
 
     def __init__(self, library: list[OpSpec] | None = None, profile: str = "gpu", residual_p: float = 0.2,
-                 branch_p: float = 0.1, attempts: int = 40) -> None:
+                 branch_p: float = 0.1, attempts: int = 40,
+                 target_ms: tuple[float, float] | None | str = "auto") -> None:
         if library is None:
             from ..crawl import seed_library
             library = seed_library()
@@ -34,6 +43,8 @@ class ProgrammaticComposer:
         self.residual_p = residual_p
         self.branch_p = branch_p
         self.attempts = attempts
+        self.target_ms = ((2.0, 40.0) if profile == "gpu" else None) if target_ms == "auto" else target_ms
+        """Eager-ms range the GPU sizes aim at (inside the 1-100 ms band with room for the model's error)."""
         self._by_cat: dict[str, list[OpSpec]] = defaultdict(list)
         for s in self.torch_ops:
             self._by_cat[s.category].append(s)
@@ -48,23 +59,25 @@ class ProgrammaticComposer:
         cat = rng.choice(sorted(cats))
         return rng.choice([o for o in self._by_cat[cat] if ok(o)])
 
-    def _start(self, spec: OpSpec, rng: random.Random) -> tuple[Program, Step]:
+    def _start(self, spec: OpSpec, rng: random.Random, batch: int | None = None) -> tuple[Program, Step]:
         fam = rng.choice(spec.families)
         shape, dims = sample_family(fam, self.profile, rng)
+        if batch is not None:
+            shape = (batch,) + tuple(shape[1:])
         step = make_step(spec, shape, rng, wrap=False, limits=self.limits)
         return Program(family=fam, dims=dims, in_shape=shape, in_domain=spec.domain, steps=[step]), step
 
-    def _build(self, bucket: str, rng: random.Random) -> Program:
+    def _build(self, bucket: str, rng: random.Random, batch: int | None = None) -> Program:
         if bucket == "transformers":
             if not self.hf_ops:
                 raise ComposeError("no transformers seed operators (is transformers installed?)")
-            prog, _ = self._start(rng.choice(self.hf_ops), rng)
+            prog, _ = self._start(rng.choice(self.hf_ops), rng, batch)
             return prog
         k = int(bucket)
         first = self._pick(rng, lambda o: not (o.terminal and k > 1))
         if first is None:
             raise ComposeError("empty seed library")
-        prog, _ = self._start(first, rng)
+        prog, _ = self._start(first, rng, batch)
         used = {first.name}
         while len(prog.ops) < k:
             cur = prog.out_shape
@@ -103,17 +116,57 @@ class ProgrammaticComposer:
                 raise ComposeError(f"could not extend the chain after {prog.ops} (shape {cur})")
         return prog
 
+    def _fit(self, bucket: str, prog: Program, state: object, seed: int) -> tuple[Program, dict[str, object]]:
+        """Rescale ``prog``'s batch toward a target eager time (GPU profile)."""
+        assert self.target_ms is not None
+        target = log_uniform(random.Random(seed ^ 0x5EED), *self.target_ms)
+        est = estimate_ms(prog.render())
+        info: dict[str, object] = {"target_gpu_ms": round(target, 3), "est_gpu_ms_base": est,
+                                   "batch_base": prog.in_shape[0]}
+        for _ in range(3):
+            if est is None or target / 2 <= est <= target * 2:
+                break
+            b0 = prog.in_shape[0]
+            b1 = _nice(b0 * target / max(est, 1e-6))
+            new = None
+            while b1 != b0:
+                r = random.Random()
+                r.setstate(state)  # type: ignore[arg-type]
+                try:
+                    new = self._build(bucket, r, batch=b1)
+                    break
+                except ComposeError:  # e.g. over the size limit: try half way back
+                    b1 = _nice((b0 * b1) ** 0.5) if b1 > b0 else b0
+                    new = None
+            if new is None or new.ops != prog.ops:
+                break
+            prog, est = new, estimate_ms(new.render())
+        info["est_gpu_ms"] = est
+        return prog, info
+
     def compose(self, bucket: str, seed: int) -> Candidate:
         rng = random.Random(seed)
         err: Exception | None = None
         for _ in range(self.attempts):
+            state = rng.getstate()
             try:
                 prog = self._build(bucket, rng)
             except ComposeError as e:
                 err = e
                 continue
+            fit: dict[str, object] = {}
+            if self.target_ms is not None:
+                prog, fit = self._fit(bucket, prog, state, seed)
             return Candidate(source=prog.render(), bucket=bucket, ops=prog.ops,
                              categories=[s.category for s in prog.specs], composer=self.name, seed=seed,
                              extra={"family": prog.family, "input_shape": list(prog.in_shape),
-                                    "output_shape": list(prog.out_shape), "profile": self.profile})
+                                    "output_shape": list(prog.out_shape), "profile": self.profile, **fit})
         raise ComposeError(f"bucket {bucket}: no valid program in {self.attempts} attempts ({err})")
+
+
+def _nice(b: float) -> int:
+    """Round a batch size to 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (two significant bits)."""
+    if b <= 1.5:
+        return 1
+    k = 1 << (int(b).bit_length() - 1)
+    return min((k, k * 3 // 2 if k >= 2 else k, 2 * k), key=lambda c: abs(c - b))
