@@ -268,6 +268,8 @@ class Outcome:
     verdict_class: int | None = None
     error: str | None = None
     probe: str = ""
+    isolation_unavailable: bool = False
+    """Only a probe failed, and the check warned that this platform cannot isolate that."""
     warnings: list[str] = field(default_factory=list)
     isolation: str = ""
     seconds: float = 0.0
@@ -347,6 +349,7 @@ def run_case(case: Case) -> Outcome:
     opts = options_for(case)
     t0 = time.perf_counter()
     probe_misses: list[str] = []
+    probe_warned = True  # every probe miss is one the check warned about (isolation unavailable here)
     probe_note = ""
     with tempfile.TemporaryDirectory(prefix=f"adv-{case.name}-") as tmp:
         sol = materialize(case, task, Path(tmp))
@@ -373,6 +376,7 @@ def run_case(case: Case) -> Outcome:
         if tcp is not None:
             if tcp.received:
                 warned = [w for w in getattr(res, "warnings", []) if "network" in w]
+                probe_warned &= bool(warned)
                 probe_misses.append(f"the solution reached a local TCP server ({tcp.received[0][:40]!r})"
                                     + (f" [{warned[0]}]" if warned else " with no warning"))
                 probe_note = "network reached" + (" (warned)" if warned else "")
@@ -387,6 +391,7 @@ def run_case(case: Case) -> Outcome:
                 except OSError:
                     pass
             if left:
+                probe_warned &= any(w for w in getattr(res, "warnings", []) if "pid" in w.lower() or "process" in w)
                 probe_misses.append(f"{len(left)} process(es) started by the solution outlived the check")
                 probe_note = f"survivors: {sorted(left)}"
             else:
@@ -395,15 +400,18 @@ def run_case(case: Case) -> Outcome:
             after = _baseline_rows()
             changed = [k for k in rows_before if after.get(k) != rows_before[k]]
             if changed or not rows_before:
+                probe_warned = False
                 probe_misses.append(f"{len(changed)} cached baseline row(s) changed" if changed
                                     else "no cached baseline to protect (probe set-up failed)")
                 probe_note = "baselines changed" if changed else "no baseline"
             else:
                 probe_note = "baselines unchanged"
-    misses = judge(case, res) + probe_misses
+    verdict_misses = judge(case, res)
+    misses = verdict_misses + probe_misses
     v = res.verdict
     return Outcome(
         name=case.name, cls=case.cls, device=case.device, expect=case.expect, met=not misses,
+        isolation_unavailable=bool(probe_misses) and probe_warned and not verdict_misses,
         why="; ".join(misses), correct=bool(res.correct), exploit_classes=exploit_classes(res),
         rules=sorted({x.rule for x in res.violations}), stage=getattr(v, "stage", None),
         round=getattr(v, "round", None), verdict_class=getattr(v, "exploit_class", None),

@@ -29,4 +29,6 @@ def test_gpu_case(case):
     if missing:
         pytest.skip(f"the CUDA toolchain here does not link {', '.join(sorted(missing))}")
     out = run_case(case)
+    if out.isolation_unavailable:
+        pytest.skip(f"isolation unavailable on this machine (the check warned: {out.warnings}): {out.why}")
     assert out.met, out.report()

@@ -44,9 +44,10 @@ at::Tensor conv3x3(const at::Tensor& x, const at::Tensor& w) {
   DNN_OK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, oh, ow));
   at::Tensor y = at::empty({n, c, oh, ow}, x.options());
 
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  constexpr int kMaxAlgos = 8;
+  cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
   int found = 0;
-  DNN_OK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+  DNN_OK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, kMaxAlgos, &found, perf));
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   for (int i = 0; i < found; ++i) {
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH && gemm_like(perf[i].algo)) {
