@@ -111,3 +111,12 @@ def test_time_budget_stops_the_run_and_a_rerun_resumes(tmp_path, kernelbench_pat
     recs2 = read_journal(out / "decisions.jsonl")
     assert recs2[:len(recs)] == recs and len(recs2) > len(recs)
     assert res2.accepted > res.accepted
+
+
+def test_a_run_stopped_early_keeps_the_op_count_mix(e2e):
+    # the 20-task e2e run journals buckets in proportion from the start: the first half of its
+    # accepted tasks already contains a non-2-op bucket (the paper's mix is 84% 2-op)
+    out, _, _ = e2e
+    acc = [r for r in read_journal(out / "decisions.jsonl") if r["status"] == "accepted"]
+    first = acc[: len(acc) // 2]
+    assert any(r["bucket"] != "2" for r in first), [r["bucket"] for r in first]

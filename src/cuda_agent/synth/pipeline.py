@@ -281,8 +281,10 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
                         finish(f)
                     prog.update(task_id, completed=min(n, len(accepted)), info=info())
                     continue
-                # The bucket with the largest unmet quota per candidate already in flight.
-                b = max(open_b, key=lambda k: (q[k] - acc[k]) / (1 + inflight_b[k]))
+                # The bucket least filled relative to its quota (in-flight candidates count as half
+                # an acceptance): every bucket fills at the same pace, so a run stopped early (budget,
+                # interruption) still has the requested op-count mix.
+                b = min(open_b, key=lambda k: ((acc[k] + 0.5 * inflight_b[k]) / q[k], -q[k]))
                 if inflight_b[b] >= max(2, 4 * (q[b] - acc[b])) and in_flight:
                     fin, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
                     for f in fin:
