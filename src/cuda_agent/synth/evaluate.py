@@ -143,13 +143,38 @@ def _load(source: str, workdir: Path) -> Any:
     return mod
 
 
+def _inputs(mod: Any, device: str) -> list[Any]:
+    """``get_inputs()`` on ``device``.  On a GPU the tensors are drawn there directly (under
+    ``torch.device``): drawing a 2^30-element input on one CPU thread takes seconds, three times
+    per task.  A task whose ``get_inputs`` cannot run that way gets CPU tensors moved over."""
+    import torch
+
+    if device.startswith("cuda"):
+        state = torch.random.get_rng_state(), torch.cuda.get_rng_state_all()
+        try:
+            with torch.device(device):
+                xs = mod.get_inputs()
+            return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+        except Exception:  # noqa: BLE001 - fall back to the task's own CPU generation
+            torch.random.set_rng_state(state[0])
+            torch.cuda.set_rng_state_all(state[1])
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+
+
 def _build(mod: Any, device: str, seed: int) -> tuple[Any, list[Any]]:
     import torch
 
     torch.manual_seed(seed)
-    model = mod.Model(*mod.get_init_inputs()).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
-    return model, inputs
+    if device.startswith("cuda"):
+        try:  # weights initialized on the GPU (same reason as the inputs)
+            with torch.device(device):
+                model = mod.Model(*mod.get_init_inputs()).to(device)
+        except Exception:  # noqa: BLE001
+            torch.manual_seed(seed)
+            model = mod.Model(*mod.get_init_inputs()).to(device)
+    else:
+        model = mod.Model(*mod.get_init_inputs()).to(device)
+    return model, _inputs(mod, device)
 
 
 @contextlib.contextmanager
@@ -264,7 +289,7 @@ def _run_filters(source: str, cfg: FilterConfig, workdir: Path, phase: Callable[
         return reject("constant", "output is constant", out_shapes=shapes)
     try:
         torch.manual_seed(1)
-        inputs2 = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+        inputs2 = _inputs(mod, dev)
         with torch.no_grad():
             out_other = _flat(model(*inputs2))
     except BaseException as e:  # noqa: BLE001

@@ -15,6 +15,7 @@ rescaled.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 
@@ -64,6 +65,8 @@ class ProgrammaticComposer:
         shape, dims = sample_family(fam, self.profile, rng)
         if batch is not None:
             shape = (batch,) + tuple(shape[1:])
+            if math.prod(shape) > self.limits.max_numel:
+                raise ComposeError(f"input {shape} exceeds {self.limits.max_numel} elements")
         step = make_step(spec, shape, rng, wrap=False, limits=self.limits)
         return Program(family=fam, dims=dims, in_shape=shape, in_domain=spec.domain, steps=[step]), step
 
