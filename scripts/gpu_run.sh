@@ -21,6 +21,12 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 scripts/bench_build.py "$OUT/build.json" 2>&1 | tail -12
   python3 scripts/bench_timing.py "$OUT/timing.json" 2>&1 | tail -6
 fi
+if [ "$stage" = hardening ]; then
+  # issue 3 on the GPU: the adversarial suite (each outcome logged for the report) and the fault suite
+  export CUDA_AGENT_ADVERSARIAL_LOG="$OUT/adversarial.jsonl"
+  timeout "${HARDENING_LIMIT:-560}" python3 -m pytest -m gpu tests/adversarial tests/faults -q -p no:cacheprovider \
+    -o addopts="" -rs 2>&1 | tee "$OUT/pytest-hardening.log" | tail -40
+fi
 if [ "$stage" = episode ]; then
   # a scripted agent episode on a real KernelBench CUDA task: the policy replays the bundled
   # L1/12 solution through the ten tools and the in-workspace compile/verify/profile commands

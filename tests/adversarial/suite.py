@@ -24,7 +24,7 @@ and ``case.json``:
               local TCP server), ``{"survivor": TOKEN}`` (no process whose command line holds
               TOKEN outlives the check), ``{"baseline_db": true}`` (the cached baselines are
               unchanged)
-``options``   extra ``CheckOptions`` fields
+``options``   extra ``CheckOptions`` fields (``limits`` as a dict of ``isolation.Limits`` fields)
 
 Cases are copied to a temporary directory before they run, so an attack that writes files
 only dirties its copy.  ``run_case`` returns an ``Outcome`` (one row of the report of
@@ -131,6 +131,10 @@ def options_for(case: Case):
                               baselines=case.baselines, compile_baseline=False, n_sets=3,
                               verify_timeout=180, time_timeout=180, recipe=quick_recipe())
     kw.update(case.options)
+    if isinstance(kw.get("limits"), dict):  # e.g. {"isolate": false}: the defence behind the sandbox
+        from cuda_agent.sandbox.isolation import Limits
+
+        kw["limits"] = Limits(**kw["limits"])
     return CheckOptions(**kw)
 
 

@@ -6,6 +6,10 @@ convolution, bf16 tensor cores, grid-stride on odd sizes) passing."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+
 import pytest
 
 from .suite import all_cases, run_case
@@ -29,6 +33,10 @@ def test_gpu_case(case):
     if missing:
         pytest.skip(f"the CUDA toolchain here does not link {', '.join(sorted(missing))}")
     out = run_case(case)
+    log = os.environ.get("CUDA_AGENT_ADVERSARIAL_LOG")  # the GPU run keeps every outcome for the report
+    if log:
+        with open(log, "a") as fh:
+            fh.write(json.dumps(dataclasses.asdict(out), default=str) + "\n")
     if out.isolation_unavailable:
         pytest.skip(f"isolation unavailable on this machine (the check warned: {out.warnings}): {out.why}")
     assert out.met, out.report()

@@ -136,10 +136,11 @@ def _protected(sol_dir: Path, task: Task) -> list[Violation]:
 
     out = []
     ref = sol_dir / "model.py"
-    if ref.is_file() and ref.read_text() != task.source:
-        out.append(Violation("protected-file-changed", "model.py (the reference) was modified; the evaluator "
-                             "always uses the task's original", "model.py", exploit_class=16))
-    others = [f for f in changed_provided_files(sol_dir) if f != "model.py"]
+    changed = changed_provided_files(sol_dir)
+    if (ref.is_file() and ref.read_text() != task.source) or "model.py" in changed:
+        out.append(Violation("protected-file-changed", "model.py (the reference) was modified or deleted; the "
+                             "evaluator always uses the task's original", "model.py", exploit_class=16))
+    others = [f for f in changed if f != "model.py"]
     if others:
         out.append(Violation("protected-file-changed", "files the workspace was given were changed or deleted: "
                              + ", ".join(others), others[0], exploit_class=16))
@@ -404,8 +405,10 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         n_rot = rotation_sets(set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(n_rot)]
         try:
+            spot_seeds = [secrets.randbits(31) for _ in range(4 * o.spot_checks + 2)] if o.spot_checks else []
             rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
-                                  "spot_checks": o.spot_checks, "out_dir": str(job_dir)}, o.time_timeout)
+                                  "spot_checks": o.spot_checks, "spot_seeds": spot_seeds, "out_dir": str(job_dir)},
+                                 o.time_timeout)
         except RunnerDied as e:
             res.error = f"timing failed: {e}"
             res.verdict = Verdict(False, res.error, e.stage, round="timing")
@@ -416,7 +419,9 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             return
         res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
         for spot in rep.get("spots", []):
-            exp = ref.outputs(tseeds[spot["set"]])[:2]
+            if spot["seed"] not in spot_seeds:
+                continue
+            exp = ref.outputs(spot["seed"])[:2]
             outs = torch.load(spot["file"], weights_only=True, map_location=o.device)
             cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor)
             if not cmp.ok:
@@ -450,6 +455,13 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
     finally:
         if runner is not None:
             runner.close()
+            # provided files changed while the candidate ran (hashed before, compared after)
+            seen = {(v.rule, v.where) for v in res.violations}
+            late = [v for v in _protected(sol_dir, task) if (v.rule, v.where) not in seen]
+            if late:
+                res.violations += late
+                res.correct = False
+                res.error = _explain(res.violations)
         shutil.rmtree(job_dir, ignore_errors=True)
 
     if o.baselines:

@@ -262,17 +262,32 @@ class Runner:
             spots: list[tuple[int, list]] = []
             guard = StrictGuard(solution_files=self.files) if self.job.get("rules") == "strict" else None
 
+            spot_seeds = list(cmd.get("spot_seeds", []))
+
             def spot(i: int) -> None:
-                """One call inside the timing loop, guarded, its output copied right after a sync
-                (work deferred past the call -- super-batching -- shows up as a wrong output)."""
-                if guard is not None:
-                    with guard:
-                        out = model(*sets[i])
-                else:
-                    out = model(*sets[i])
+                """One call inside the timing loop on set ``i`` refilled in place with the inputs of
+                a fresh seed (same tensors, same addresses, new values: a cache keyed on pointer or
+                identity returns a stale answer), guarded and NaN-poisoned like verification, its
+                output copied right after a sync (work deferred past the call shows up wrong)."""
+                if len(spots) >= len(spot_seeds):
+                    return
+                seed = spot_seeds[len(spots)]
+                for dst, src in zip(sets[i], self.inputs(seed)):
+                    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                        dst.copy_(src)
                 self._sync()
-                spots.append((i, [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o
-                                  for o in flatten(out)]))
+                _poison(True)
+                try:
+                    if guard is not None:
+                        with guard:
+                            out = model(*sets[i])
+                    else:
+                        out = model(*sets[i])
+                    self._sync()
+                finally:
+                    _poison(False)
+                spots.append((seed, [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o
+                                     for o in flatten(out)]))
 
             recipe = timing.Recipe(**cmd.get("recipe", {}))
             n_spot = int(cmd.get("spot_checks", 0))
@@ -286,10 +301,10 @@ class Runner:
                     v.message = v.message.replace("inside ModelNew.forward", "inside ModelNew.forward during timing")
             files = []
             if cmd.get("out_dir"):
-                for j, (i, outs) in enumerate(spots):
+                for j, (seed, outs) in enumerate(spots):
                     f = Path(cmd["out_dir"]) / f"spot_{j}.pt"
                     torch.save([o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs], f)
-                    files.append({"set": i, "file": str(f)})
+                    files.append({"seed": seed, "file": str(f)})
             res.pop("samples_ms", None) if cmd.get("drop_samples") else None
             return {"ok": True, **res, "spots": files, "violations": [v.to_dict() for v in violations]}
         except BaseException as e:  # noqa: BLE001

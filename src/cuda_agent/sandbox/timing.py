@@ -81,7 +81,8 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
             rng: random.Random | None = None) -> dict[str, Any]:
     """Time ``call(i)`` (i = input-set index).  Returns per-call sample times and the summary.
 
-    ``spot(i)`` is called (untimed) before ``n_spot`` randomly chosen samples."""
+    ``spot(i)`` is called (untimed) before ``n_spot`` randomly chosen samples among the first
+    ``min_samples``, before later samples at the same rate, and once at the very end."""
     cuda = device == "cuda"
     sync = _sync if cuda else (lambda: None)
     i = 0
@@ -109,13 +110,16 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device="cuda")
     samples: list[float] = []
     rng = rng or random.Random()
+    # spots: n_spot among the first min_samples, then each later sample with the same rate
+    # (so waiting out the start does not help), and one after the last sample and the wall check
     spot_at = set(rng.sample(range(recipe.min_samples), min(n_spot, recipe.min_samples))) if spot else set()
+    late_rate = n_spot / max(recipe.min_samples, 1)
     n_started = 0
 
     def maybe_spot() -> None:
         nonlocal n_started, i
-        if n_started in spot_at:
-            spot(i % n_sets)  # type: ignore[misc]
+        if spot and (n_started in spot_at or (n_started >= recipe.min_samples and rng.random() < late_rate)):
+            spot(i % n_sets)
             i += 1
         n_started += 1
 
@@ -160,5 +164,7 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         i += 1
     sync()
     wall_ms = (_perf() - t) * 1e3 / m
+    if spot:
+        spot(i % n_sets)
     return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,
             "method": recipe.describe(device)}
