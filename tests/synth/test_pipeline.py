@@ -120,3 +120,38 @@ def test_a_run_stopped_early_keeps_the_op_count_mix(e2e):
     acc = [r for r in read_journal(out / "decisions.jsonl") if r["status"] == "accepted"]
     first = acc[: len(acc) // 2]
     assert any(r["bucket"] != "2" for r in first), [r["bucket"] for r in first]
+
+
+def test_a_composer_bug_rejects_one_candidate_not_the_run(tmp_path, make_task):
+    good = make_task("return torch.relu(self.linear(x))")
+
+    @register_composer("test-buggy")
+    class Buggy:
+        name = "test-buggy"
+
+        def __init__(self, **kw):
+            pass
+
+        def buckets(self):
+            return ("1",)
+
+        def compose(self, bucket, seed):
+            if seed % 3:
+                return ()[0]  # IndexError, as a shape guard on a 0-d tensor once raised
+            return Candidate(source=good.replace("features = 512", f"features = {512 + seed % 97}"),
+                             bucket=bucket, ops=["relu"], categories=["x"], composer=self.name, seed=seed)
+
+    res = run_synth(1, tmp_path / "b", composer="test-buggy", mix="1=1", compile=False, workers=1,
+                    decontaminate=False, max_candidates=30, progress=False, include_transformers=False)
+    recs = read_journal(tmp_path / "b" / "decisions.jsonl")
+    bugs = [r for r in recs if r["code"] == "compose"]
+    assert res.accepted == 1 and bugs
+    assert all("IndexError" in r["reason"] for r in bugs)
+
+
+def test_shape_guards_never_raise():
+    from cuda_agent.synth.crawl import seed_library
+
+    for spec in seed_library(include_transformers=False):
+        for shape in [(), (7,), (3, 5), (2, 3, 4, 5, 6, 7)]:
+            assert spec.accepts(shape) in (True, False)

@@ -77,7 +77,12 @@ class OpSpec:
     def accepts(self, shape: Shape) -> bool:
         if self.ranks is not None and len(shape) not in self.ranks:
             return False
-        return self.guard is None or bool(self.guard(shape))
+        if self.guard is None:
+            return True
+        try:
+            return bool(self.guard(shape))
+        except (IndexError, ValueError, ZeroDivisionError, TypeError):  # e.g. a 0-d running tensor
+            return False
 
 
 # --- placeholder resolvers ---------------------------------------------------------------

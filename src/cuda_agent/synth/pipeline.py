@@ -296,9 +296,10 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
                 new_candidates += 1
                 try:
                     cand = comp.compose(b, cseed)
-                except ComposeError as e:
+                except Exception as e:  # noqa: BLE001 - a composer bug rejects one candidate, never the run
+                    why = str(e) if isinstance(e, ComposeError) else f"composer failed: {type(e).__name__}: {e}"
                     record(None, b, j, _sha(f"compose:{composer}:{seed}:{b}:{j}"), "rejected", "compose",
-                           "compose", str(e)[:500])
+                           "compose", why[:500])
                     rej["compose"] += 1
                     continue
                 key = _sha(cand.source)
