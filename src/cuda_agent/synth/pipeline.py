@@ -308,7 +308,7 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
                 try:
                     validate_source(cand.source)
                     toks = normalize(cand.source)
-                except (TaskError, SyntaxError) as e:
+                except (TaskError, SyntaxError, ValueError, RecursionError) as e:
                     record(cand, b, j, key, "rejected", "format", "format", str(e)[:500])
                     rej["format"] += 1
                     continue
