@@ -54,6 +54,7 @@ class LLMComposer:
                  api_key: str | None = None, model: str = "gpt-4o-mini", temperature: float = 0.7,
                  max_tokens: int = 2048, retries: int = 3, timeout_s: float = 120.0, client: Any = None) -> None:
         self._examples = ProgrammaticComposer(library=library, profile=profile)
+        self.profile = profile
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -114,7 +115,11 @@ class LLMComposer:
                              {"role": "user", "content": f"That reply is not usable: {e}. Send the complete file "
                                                          "again in one ```python code block."}]
                 continue
+            extra: dict[str, Any] = {"model": self.model, "attempts": attempt + 1}
+            if self.profile == "gpu":  # free-form code cannot be rescaled; the estimate is recorded
+                from ..gpucost import estimate_ms
+
+                extra["est_gpu_ms"] = estimate_ms(code)
             return Candidate(source=code, bucket=bucket, ops=[s.name for s in specs],
-                             categories=[s.category for s in specs], composer=self.name, seed=seed,
-                             extra={"model": self.model, "attempts": attempt + 1})
+                             categories=[s.category for s in specs], composer=self.name, seed=seed, extra=extra)
         raise ComposeError(f"llm composer: no usable task after {self.retries} tries ({last[:300]})")
