@@ -338,7 +338,7 @@ CPU_FAULTS: list[Fault] = [
 GPU_FAULTS: list[Fault] = [
     Fault("gpu-infinite-loop", "a kernel that never ends", "cuda",
           lambda c: gpu_launcher(c, "  ca_spin<<<1, 32, 0, s>>>(1);",
-                                 "__global__ void ca_spin(int go) { volatile int g = go; while (g) {} }"),
+                                 "__global__ void ca_spin(int go) { while (go) { __nanosleep(1000); } }"),
           ("timeout",), r"did not finish within 20 s", options={"verify_timeout": 20}),
     Fault("gpu-illegal-address", "a kernel writes through a wild pointer", "cuda",
           lambda c: gpu_launcher(c, "  ca_wild<<<1, 32, 0, s>>>((float*)0x10);",

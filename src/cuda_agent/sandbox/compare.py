@@ -49,10 +49,11 @@ def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None
 
 def compare(outs: list, refs: list, atol: float | None = None, rtol: float | None = None,
             refs64: list | None = None, precision_factor: float | None = PRECISION_FACTOR) -> Comparison:
-    """``refs64``: the same reference run in float64.  For float32 outputs it is the truth the
-    candidate is compared with, and ``atol`` grows to twice the float32 reference's own worst
-    error, so an honest FP32 kernel is never failed for rounding the reference also does
-    (cancellation near zero), while zeros or a wrong function still fail."""
+    """``refs64``: the same reference run in float64.  For float32/float16/bfloat16 outputs it
+    is the truth the candidate is compared with, and ``atol`` grows to twice the reference's
+    own worst error against it, so an honest kernel is never failed for rounding the
+    reference also does (cancellation near zero; a library choosing a cruder algorithm at
+    odd sizes), while zeros or a wrong function still fail."""
     max_abs = max_rel = 0.0
     ratio: float | None = None
     used = (atol or 0.0, rtol or 0.0)
@@ -90,11 +91,12 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
         a64, b64 = a.double(), b.double()
         r64 = refs64[i] if refs64 is not None and i < len(refs64) else None
         own_l2 = None
-        if (b.dtype == torch.float32 and isinstance(r64, torch.Tensor) and r64.dtype == torch.float64
-                and r64.shape == b.shape and bool(torch.isfinite(r64).all())):
+        if (b.dtype in (torch.float32, torch.float16, torch.bfloat16) and isinstance(r64, torch.Tensor)
+                and r64.dtype == torch.float64 and r64.shape == b.shape and bool(torch.isfinite(r64).all())):
             own = float((b64 - r64).abs().max()) if b.numel() else 0.0
             r64_norm = float(r64.norm())
-            own_l2 = float((b64 - r64).norm()) / r64_norm if r64_norm > 0 else None
+            if b.dtype == torch.float32 and r64_norm > 0:  # precision honesty: FP32 tasks only
+                own_l2 = float((b64 - r64).norm()) / r64_norm
             at = max(at, 2.0 * own)
             b64 = r64
             used = (at, rt)
