@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cuda_agent.synth.compose import parse_mix, quotas
 from cuda_agent.synth.pipeline import read_journal
-from cuda_agent.synth.report import build_stats, plot_similarity, stats_markdown
+from cuda_agent.synth.report import build_stats, busy_seconds, plot_similarity, stats_markdown
 
 
 def main() -> None:
@@ -38,14 +38,14 @@ def main() -> None:
             take[r["bucket"]] += 1
             rows.append(r)
     times = sorted(r["time"] for r in records)
-    busy = sum(min(b - a_, 300.0) for a_, b in zip(times, times[1:]))  # pauses > 5 min do not count
+    busy = busy_seconds(records)  # pauses > 5 min do not count
     acc_times = [r["time"] for r in records if r["status"] == "accepted"]
     now = times[-1] if times else time.time()
     last_h = sum(t > now - 3600 for t in acc_times)
     settings = {"n": a.n, "quotas": q, "journal": str(run / "decisions.jsonl"), "partial": len(rows) < a.n,
                 "throughput": {"accepted_per_min_whole_run": round(60 * len(acc_times) / busy, 2) if busy else None,
                                "accepted_last_hour": last_h, "busy_minutes": round(busy / 60, 1)}}
-    stats = build_stats(records, rows, settings, elapsed_s=busy)
+    stats = build_stats(records, rows, settings)
     (out / "stats.json").write_text(json.dumps(stats, indent=2))
     plot_similarity([r["max_similarity"] for r in rows if r.get("max_similarity") is not None],
                     [r["max_similarity"] for r in records if r.get("max_similarity") is not None],

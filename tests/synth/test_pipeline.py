@@ -155,3 +155,13 @@ def test_shape_guards_never_raise():
     for spec in seed_library(include_transformers=False):
         for shape in [(), (7,), (3, 5), (2, 3, 4, 5, 6, 7)]:
             assert spec.accepts(shape) in (True, False)
+
+
+def test_busy_time_of_a_resumed_journal_leaves_out_the_pauses():
+    from cuda_agent.synth.report import build_stats, busy_seconds, stats_markdown
+
+    recs = [{"time": t, "status": "accepted", "code": "", "stage": "accepted", "reason": "", "bucket": "2"}
+            for t in (0.0, 10.0, 20.0, 1000.0, 1010.0)]
+    assert busy_seconds(recs) == 30.0
+    md = stats_markdown(build_stats(recs, recs, {}, elapsed_s=5.0))
+    assert "0.5 min of activity" in md and "10.00 accepted tasks/min" in md

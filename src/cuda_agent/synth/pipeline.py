@@ -186,6 +186,7 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
     records = read_journal(journal)
     decided = {r["key"] for r in records}
     accepted = [r for r in records if r["status"] == "accepted"]
+    accepted_before = len(accepted)
     acc = Counter(r["bucket"] for r in accepted)
     seen_norm = {r["norm_hash"] for r in accepted if r.get("norm_hash")}
     next_j: Counter[str] = Counter()
@@ -371,6 +372,7 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
                  journal=str(journal))
     elapsed = time.time() - t_start
     settings["stopped"] = stopped_reason
+    settings["accepted_this_invocation"] = len(accepted) - accepted_before
     settings["fork_server"] = server is not None
     settings["process_starts"] = {k: sum(ev.starts[k] for ev in evs) for k in ("forked", "spawned")}
     if server is not None and server.info:

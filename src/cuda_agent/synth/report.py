@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -83,15 +84,28 @@ def build_stats(records: list[dict[str, Any]], accepted: list[dict[str, Any]], s
         "distinct_ops": len(ops), "top_ops": dict(ops.most_common(25)),
         "rejections_by_code": dict(Counter(r["code"] for r in rejected).most_common()),
         "rejections_by_stage": dict(Counter(r["stage"] for r in rejected).most_common()),
-        "top_rejection_reasons": dict(Counter(r["reason"][:120] for r in rejected).most_common(25)),
+        "top_rejection_reasons": dict(Counter(_shape_of(r["reason"]) for r in rejected).most_common(25)),
         "similarity_histogram_accepted": histogram(sims_acc),
         "similarity_histogram_all": histogram(sims_all),
         "max_similarity_accepted": max(sims_acc) if sims_acc else None,
         "eager_ms": _quantiles([r["eager_ms"] for r in accepted if r.get("eager_ms") is not None]),
         "filter_seconds": filter_seconds(records),
         "gpu_estimate": gpu_estimate(records),
-        "elapsed_s": elapsed_s, "settings": settings,
+        "elapsed_s": elapsed_s, "busy_s": busy_seconds(records),
+        "accepted_decisions": sum(1 for r in records if r["status"] == "accepted"),
+        "settings": settings,
     }
+
+
+PAUSE_S = 300.0
+
+
+def busy_seconds(records: list[dict[str, Any]]) -> float:
+    """Time the journal was being written: the sum of gaps between consecutive decisions, gaps
+    longer than :data:`PAUSE_S` (the run was stopped) left out.  Spans every invocation of a
+    resumed run, unlike one invocation's wall time."""
+    times = sorted(r["time"] for r in records if r.get("time") is not None)
+    return sum(b - a for a, b in zip(times, times[1:]) if b - a <= PAUSE_S)
 
 
 def gpu_estimate(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -115,6 +129,11 @@ def filter_seconds(records: list[dict[str, Any]]) -> dict[str, Any]:
             "mean": {k: round(v / n, 3) for k, v in tot.items()} if n else {}}
 
 
+def _shape_of(reason: str) -> str:
+    """A rejection message with its numbers replaced by N, so that messages group by kind."""
+    return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", reason)[:120]
+
+
 def _quantiles(xs: list[float]) -> dict[str, float]:
     if not xs:
         return {}
@@ -128,9 +147,14 @@ def stats_markdown(stats: dict[str, Any]) -> str:
     L = ["# Synthesis run stats", "",
          f"- accepted: **{s['accepted']}** of {s['candidates']} candidates "
          f"(acceptance {s['acceptance_rate']:.1%}); distinct seed ops used: {s['distinct_ops']}"]
-    if s.get("elapsed_s"):
-        L.append(f"- wall time: {s['elapsed_s']:.0f} s ({60 * s['accepted'] / max(s['elapsed_s'], 1e-9):.2f} "
-                 "accepted tasks/min)")
+    st = s.get("settings") or {}
+    if s.get("elapsed_s") and "accepted_this_invocation" in st:
+        L.append(f"- this invocation: {s['elapsed_s']:.0f} s wall, {st['accepted_this_invocation']} new accepted "
+                 f"({60 * st['accepted_this_invocation'] / max(s['elapsed_s'], 1e-9):.2f} accepted tasks/min)")
+    if s.get("busy_s"):
+        L.append(f"- whole journal: {s['busy_s'] / 60:.1f} min of activity (pauses > {PAUSE_S / 60:.0f} min left out), "
+                 f"{s['accepted_decisions']} accepted decisions "
+                 f"({60 * s['accepted_decisions'] / s['busy_s']:.2f} accepted tasks/min)")
     L.append(f"- eager ms (accepted): {json.dumps({k: round(v, 3) for k, v in s['eager_ms'].items()})}")
     fs = s.get("filter_seconds") or {}
     if fs.get("evaluated"):
