@@ -165,3 +165,75 @@ def test_busy_time_of_a_resumed_journal_leaves_out_the_pauses():
     assert busy_seconds(recs) == 30.0
     md = stats_markdown(build_stats(recs, recs, {}, elapsed_s=5.0))
     assert "0.5 min of activity" in md and "10.00 accepted tasks/min" in md
+
+
+OOM_TASK = '''
+import glob
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+RUN = "RUNDIR"
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(64, 64)
+
+    def forward(self, x):
+        me = f"{RUN}/running-{os.getpid()}"
+        open(me, "w").close()
+        try:
+            BODY
+        finally:
+            os.remove(me)
+
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_oom_next_to_other_workers_is_retried_alone(tmp_path):
+    """A task that runs out of memory only while another worker is busy (as on a shared GPU) is
+    evaluated again with every other worker idle, and accepted."""
+    run = tmp_path / "markers"
+    run.mkdir()
+    slow = "time.sleep(0.4)\n            return torch.{}(self.linear(x))"
+    sensitive = ("if [p for p in glob.glob(f'{RUN}/running-*') if p != me]:\n"
+                 "                raise torch.OutOfMemoryError('CUDA out of memory (test)')\n"
+                 "            return torch.relu(self.linear(x)) * 2")
+    bodies = [slow.format("tanh"), sensitive, slow.format("sigmoid"), slow.format("relu"), slow.format("sin"),
+              slow.format("cos")]
+
+    @register_composer("test-oom")
+    class Seq:
+        name = "test-oom"
+
+        def __init__(self, **kw):
+            self.i = 0
+
+        def buckets(self):
+            return ("1",)
+
+        def compose(self, bucket, seed):
+            body = bodies[self.i % len(bodies)]
+            self.i += 1
+            src = OOM_TASK.replace("RUNDIR", str(run)).replace("BODY", body)
+            return Candidate(source=src, bucket=bucket, ops=["x"], categories=["x"], composer=self.name, seed=seed)
+
+    res = run_synth(4, tmp_path / "o", composer="test-oom", mix="1=1", compile=False, workers=2,
+                    decontaminate=False, max_candidates=6, progress=False, include_transformers=False,
+                    band_ms=(0.0, 1e6))
+    recs = read_journal(tmp_path / "o" / "decisions.jsonl")
+    sens = [r for r in recs if "OutOfMemoryError" in r["source"]]
+    assert sens and sens[0]["status"] == "accepted", sens[0]["reason"] if sens else recs
+    assert not [r for r in recs if r["code"] == "oom"]
+    assert res.accepted == 4

@@ -253,7 +253,11 @@ def run_filters(source: str, cfg: FilterConfig, workdir: Path,
         spent[clock[1]] = spent.get(clock[1], 0.0) + now - clock[0]
         clock[0], clock[1] = now, name
 
-    v = _run_filters(source, cfg, workdir, phase, enter)
+    try:
+        v = _run_filters(source, cfg, workdir, phase, enter)
+    finally:  # the task's module (and any tensor it holds) goes with its verdict
+        for name in [k for k in sys.modules if k.startswith("synth_task_")]:
+            del sys.modules[name]
     enter("")
     v.phase_s = {k: round(x, 4) for k, x in spent.items()}
     return v
@@ -294,23 +298,29 @@ def _run_filters(source: str, cfg: FilterConfig, workdir: Path, phase: Callable[
             out_other = _flat(model(*inputs2))
     except BaseException as e:  # noqa: BLE001
         return reject("eager", f"eager run on a second input set failed: {_one_line(e)}")
-    if _close(out1, out_other, rtol=1e-5, atol=1e-7)[0]:
+    independent = _close(out1, out_other, rtol=1e-5, atol=1e-7)[0]
+    del out_other, inputs2  # free before the next runs: peak device memory decides OOMs on a shared GPU
+    if independent:
         return reject("input_independent", "output does not change with the inputs", out_shapes=shapes)
     # deterministic
     enter("determinism")
     try:
         with torch.no_grad():
             out2 = _flat(model(*inputs))
+        same = _same(out1, out2)
+        del out2
+        if not same:
+            return reject("nondeterministic", "two runs on the same model and inputs differ", out_shapes=shapes)
         model_b, inputs_b = _build(mod, dev, 0)
         with torch.no_grad():
             out3 = _flat(model_b(*inputs_b))
+        del model_b, inputs_b
+        same = _same(out1, out3)
+        del out3
     except BaseException as e:  # noqa: BLE001
         return reject("eager", f"repeated eager run failed: {_one_line(e)}")
-    if not _same(out1, out2):
-        return reject("nondeterministic", "two runs on the same model and inputs differ", out_shapes=shapes)
-    if not _same(out1, out3):
+    if not same:
         return reject("nondeterministic", "a rebuild with the same seed gives different outputs", out_shapes=shapes)
-    del model_b, inputs_b, out2, out3, out_other, inputs2
     # runtime band
     lo, hi = cfg.band
     phase("time")

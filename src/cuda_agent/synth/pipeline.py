@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import queue
+import threading
 import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -222,12 +223,42 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
         evs.append(ev)
         wq.put(ev)
 
+    # An out-of-memory verdict is usually the other workers' share of the device: the task is
+    # evaluated once more alone (every other worker idle), and only that verdict counts.
+    gate = threading.Condition()
+    alone = {"pending": False}
+    alone_lock = threading.Lock()
+
     def evaluate(src: str) -> Verdict:
+        with gate:
+            gate.wait_for(lambda: not alone["pending"])
         w = wq.get()
         try:
-            return w.evaluate(src)
+            v = w.evaluate(src)
         finally:
             wq.put(w)
+        if v.code == "oom" and n_workers > 1:
+            v = evaluate_alone(src)
+        return v
+
+    def evaluate_alone(src: str) -> Verdict:
+        with alone_lock:
+            with gate:
+                alone["pending"] = True
+            try:
+                ws = [wq.get() for _ in range(n_workers)]  # the others finish their task and idle
+                try:
+                    v = ws[0].evaluate(src)
+                finally:
+                    for w in ws:
+                        wq.put(w)
+            finally:
+                with gate:
+                    alone["pending"] = False
+                    gate.notify_all()
+        if v.code == "oom":
+            v.reason = f"even alone on the device: {v.reason}"[:500]
+        return v
 
     def done() -> bool:
         return all(acc[b] >= q[b] for b in q)
