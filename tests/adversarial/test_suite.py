@@ -151,6 +151,9 @@ def test_survivor_probe_finds_a_process_by_token():
     p = subprocess.Popen([sys.executable, "-c", f"import time  # {token}\ntime.sleep(60)"],
                          start_new_session=True)
     try:
+        deadline = time.time() + 10  # until the child has exec'd, /proc shows the parent's command line
+        while p.pid not in suite._pids_with(token) and time.time() < deadline:
+            time.sleep(0.05)
         assert p.pid in suite._pids_with(token)
     finally:
         p.kill()
