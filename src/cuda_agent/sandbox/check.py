@@ -314,7 +314,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 fail(e.stage, str(e), rnd="shape" if inputs_file else "main")
                 return None
             vs = [Violation.from_dict(v) for v in rep.get("violations", [])]
-            res.violations += [v for v in vs if (v.rule, v.message) not in {(w.rule, w.message) for w in res.violations}]
+            known = {(w.rule, w.message) for w in res.violations}
+            res.violations += [v for v in vs if (v.rule, v.message) not in known]
             if not rep["ok"]:
                 fail(rep.get("stage", "forward"), rep["error"], vs, rep.get("exploit_class"),
                      "shape" if inputs_file else "main")
