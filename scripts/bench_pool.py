@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+PHASES = ["build", "reference", "start", "verify", "extra", "timing", "close", "baselines"]
 MIX = (("good", 0.40), ("wrong", 0.20), ("build_fail", 0.16), ("attack", 0.14), ("fault", 0.10))
 
 CPU = {
@@ -142,7 +143,8 @@ def summarize_result(r: dict, kind: str) -> dict:
     v = r.get("verdict") or {}
     return {"kind": kind, "compiled": r.get("compiled"), "correct": r.get("correct"), "reward": r.get("reward"),
             "stage": v.get("stage"), "rules": sorted({x["rule"] for x in r.get("violations", [])}),
-            "error": err[0][:160] if err else None, "t_gen_ms": r.get("t_gen_ms"), "seconds": r.get("seconds")}
+            "error": err[0][:160] if err else None, "t_gen_ms": r.get("t_gen_ms"), "seconds": r.get("seconds"),
+            "phases": r.get("phases") or {}}
 
 
 # --- modes ------------------------------------------------------------------------------
@@ -301,6 +303,13 @@ def report(args, warmup: dict) -> None:
                 md.append(f"| {be} | {k} | {r['evals_per_min']} | {f'{sp:.2f}x' if sp else '-'} | "
                           f"{f'{sp / k:.0%}' if sp else '-'} | {r['mean_gpu_util'] if r['mean_gpu_util'] is not None else '-'} | "
                           f"{'ok' if r['audit_ok'] else 'FAILED'} |")
+    md += ["", "Mean seconds per check stage, candidates that reached timing (from `CheckResult.phases`):", ""]
+    for st in states:
+        timed = [r.get("phases") or {} for r in st.get("results", {}).values() if (r.get("phases") or {}).get("timing")]
+        if timed:
+            keys = sorted({k for p in timed for k in p}, key=PHASES.index if all(k in PHASES for p in timed for k in p) else str)
+            md.append(f"- {st['label']} ({len(timed)}): " + ", ".join(
+                f"{k} {sum(p.get(k, 0.0) for p in timed) / len(timed):.2f}" for k in keys))
     md += ["", "Per kind (correct / n):", ""]
     for r in rows:
         md.append(f"- {r['label']}: " + ", ".join(f"{k} {v['correct']}/{v['n']}" for k, v in sorted(r["by_kind"].items())))

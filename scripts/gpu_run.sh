@@ -27,6 +27,19 @@ if [ "$stage" = hardening ]; then
   timeout "${HARDENING_LIMIT:-560}" python3 -m pytest -m gpu tests/adversarial tests/faults -q -p no:cacheprovider \
     -o addopts="" -rs 2>&1 | tee "$OUT/pytest-hardening.log" | tail -40
 fi
+if [ "$stage" = synth ]; then
+  # the synthesis filters on the GPU, incl. a real CUDA OOM between two workers retried alone
+  timeout "${SYNTH_LIMIT:-300}" python3 -m pytest -m gpu tests/synth -q -p no:cacheprovider -o addopts="" -rs 2>&1 \
+    | tee "$OUT/pytest-synth-gpu.log" | tail -15
+fi
+if [ "$stage" = profile ]; then
+  # where a check's time goes: the bundled CUDA example through `cuda-agent check`, per stage
+  for i in 1 2 3; do
+    s=$(date +%s.%N)
+    python3 -m cuda_agent.cli check examples/cuda_axpby/task.py examples/cuda_axpby/solution --json > "$OUT/check-$i.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('check', sys.argv[2], 'wall', round($(date +%s.%N)-$s, 2), 's; in check', d['seconds'], 's;', d['phases'], 'correct', d['correct'])" "$OUT/check-$i.json" "$i" | tee -a "$OUT/profile.txt"
+  done
+fi
 if [ "$stage" = episode ]; then
   # a scripted agent episode on a real KernelBench CUDA task: the policy replays the bundled
   # L1/12 solution through the ten tools and the in-workspace compile/verify/profile commands

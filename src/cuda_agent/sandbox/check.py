@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import reward as rewards
 from ..tasks import Task, TaskError, validate_source
-from . import baselines, roofline
+from . import baselines, inputs, roofline
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import label
@@ -93,10 +93,7 @@ def _flatten(out) -> list:
 
 
 def _inputs(mod, seed: int, device: str) -> list:
-    import torch
-
-    torch.manual_seed(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    return inputs.draw(mod, seed, device)
 
 
 def _job_root() -> Path:
@@ -161,7 +158,7 @@ def _package_files() -> list[Path]:
     """What the candidate's process runs or builds against: the runner and its imports, the
     extension loader and the binding infrastructure (patched, they would fool later checks)."""
     here = Path(__file__).resolve().parent
-    names = ("__init__.py", "runner.py", "timing.py", "guards.py", "results.py")
+    names = ("__init__.py", "runner.py", "timing.py", "guards.py", "results.py", "inputs.py")
     return sorted([here / n for n in names] + [here.parent / "__init__.py", here.parent / "ext.py"]
                   + [p for p in (here / "infra").iterdir() if p.is_file()])
 
@@ -249,6 +246,12 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
     sol_dir, sol_file, kdir = resolve_solution(solution)
     validate_source(sol_file.read_text(), required=("ModelNew",), what=sol_file.name)
     res.violations += _protected(sol_dir, task) + _static_violations(sol_dir, sol_file, task, o.rules)
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        res.phases[name] = round(res.phases.get(name, 0.0) + now - clock[0], 3)
+        clock[0] = now
 
     # 1. build
     if kdir is not None:
@@ -257,6 +260,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         b = BuildResult(ok=True)
     res.build = b
     res.compiled = b.ok
+    lap("build")
     if not b.ok:
         res.error = "build failed:\n" + b.log
         return
@@ -298,6 +302,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         for s in seeds:
             outs, r64, set_bytes = ref.outputs(s)
             expected[s] = (outs, r64)
+        lap("reference")
 
         def fail(stage: str, error: str, violations=(), cls: int | None = None, rnd: str = "main") -> None:
             res.verdict = Verdict(correct=False, error=error, stage=stage, violations=list(violations),
@@ -327,6 +332,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         except RunnerDied as e:
             return fail(e.stage, str(e))
         res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
+        lap("start")
         if not rep["ok"]:
             return fail(rep.get("stage", "load"), rep["error"])
         if run(seeds) is None:
@@ -362,6 +368,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         for k, s in enumerate(seeds):
             if not judge(s, expected[s], f"input set {k + 1}/{len(seeds)}", "main"):
                 return
+        lap("verify")
 
         # 2b. extra round: other sizes where the task allows them, always fresh seeds
         last_round = "main"
@@ -391,6 +398,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                     return
             last_round = "shape" if variant_file else "main"
             del exp2
+            lap("extra")
         res.verdict = Verdict(True, None, "compare", stats["abs"], stats["rel"], *stats.get("tol", (None, None)),
                               stats["n"], list(res.violations), None, last_round, stats["ratio"])
         res.correct = True
@@ -449,6 +457,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                     f"to read the inputs at {name}'s peak bandwidth ({bound:.4g} ms): work is skipped or results "
                     f"are reused across calls", "", exploit_class=13))
         res.violations += _changed_files(watched)
+        lap("timing")
         if res.violations:
             res.correct = False
             res.error = _explain(res.violations)
@@ -464,6 +473,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 res.correct = False
                 res.error = _explain(res.violations)
         shutil.rmtree(job_dir, ignore_errors=True)
+        lap("close")
 
     if o.baselines:
         base = baselines.get(task, o.device, o.recipe, n_rot, compile=o.compile_baseline,
@@ -476,6 +486,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:
             res.speedup_compile = res.t_compile_ms / res.t_gen_ms
+        lap("baselines")
 
 
 def _first_output_digest(f: Path) -> str:

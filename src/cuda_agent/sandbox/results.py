@@ -130,6 +130,8 @@ class CheckResult(_JSON):
     """Things the user should know that do not change the verdict (e.g. isolation unavailable)."""
     isolation: str = ""
     """What the candidate process ran under (namespaces, limits)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in each stage (build, reference, start, verify, extra, timing, baselines)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CheckResult":

@@ -31,6 +31,7 @@ from . import timing  # noqa: E402  (timing binds torch.cuda.Event & perf_counte
 
 import torch  # noqa: E402
 
+from . import inputs  # noqa: E402
 from .guards import StrictGuard  # noqa: E402
 from .results import Violation  # noqa: E402
 
@@ -90,14 +91,6 @@ def flatten(out) -> list:
     return [out]
 
 
-def _to_device(x, device: str):
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to_device(v, device) for v in x)
-    return x
-
-
 def _storages(xs) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in xs if isinstance(t, torch.Tensor)}
 
@@ -120,8 +113,7 @@ class Runner:
         self._forwards = 0
 
     def inputs(self, seed: int, source=None) -> list:
-        torch.manual_seed(seed)
-        return [_to_device(x, self.device) for x in (source or self.task).get_inputs()]
+        return inputs.draw(source or self.task, seed, self.device)
 
     def _reference_forward_patched(self) -> list[Violation]:
         m = getattr(self.task, "Model", None)

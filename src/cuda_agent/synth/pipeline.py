@@ -227,6 +227,7 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
     # evaluated once more alone (every other worker idle), and only that verdict counts.
     gate = threading.Condition()
     alone = {"pending": False}
+    retried_alone: set[str] = set()  # sources whose verdict is the one from the run alone
     alone_lock = threading.Lock()
 
     def evaluate(src: str) -> Verdict:
@@ -239,6 +240,7 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
             wq.put(w)
         if v.code == "oom" and n_workers > 1:
             v = evaluate_alone(src)
+            retried_alone.add(_sha(src))
         return v
 
     def evaluate_alone(src: str) -> Verdict:
@@ -284,6 +286,8 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
             v = Verdict(ok=False, code="crash", reason=f"evaluation failed: {type(e).__name__}: {e}")
         extra = dict(norm_hash=nh, max_similarity=sim, nearest_kernelbench=nearest, eager_ms=v.eager_ms,
                      compile_ms=v.compile_ms, device=dev, phase_s=v.phase_s)
+        if key in retried_alone:
+            extra["retried_alone"] = True
         if v.ok:
             accepted.append(record(cand, b, j, key, "accepted", "accepted", "", "", **extra))
             acc[b] += 1
