@@ -50,6 +50,13 @@ class StrictGuard(TorchDispatchMode):
     def __post_init__(self) -> None:
         super().__init__()
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in a dynamo-disable that imports torch._dynamo on
+        # first use (3+ s per candidate process).  Nothing here is compiled: torch.compile in a
+        # strict solution is a static violation, and the guard sees eager dispatches only.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         ns = func.namespace

@@ -69,8 +69,12 @@ def _os_threads() -> int:
 def _poison(on: bool) -> None:
     """NaN-fill (max for integers) every tensor torch allocates uninitialised, incl. at::empty
     in a binding: elements a kernel forgets to write cannot hold a plausible value."""
-    torch.use_deterministic_algorithms(on, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = on
+    try:  # the flags themselves: the public setter imports torch._inductor (seconds) for its config
+        torch._C._set_deterministic_algorithms(on, warn_only=True)
+        torch._C._set_deterministic_fill_uninitialized_memory(on)
+    except AttributeError:
+        torch.use_deterministic_algorithms(on, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = on
 
 
 def _import(path: str, name: str):
