@@ -96,18 +96,23 @@ def test_eval_end_to_end_timed_through_the_pool_then_resumes(small_kernelbench, 
     assert len(again) == 4 and again[-1]["problem_id"] == 23 and not again[-1]["correct"]
 
 
-def test_untimed_run_with_a_progress_bar(small_kernelbench, solutions, tmp_path):
+def test_untimed_run_with_a_progress_bar_and_a_malformed_solution(small_kernelbench, solutions, tmp_path):
+    (solutions / "L1" / "19" / "model_new.py").write_text("class ModelNew(:\n    pass\n")
     out = tmp_path / "out"
-    r = invoke(solutions, "--out", out, "--kernelbench", small_kernelbench, "--levels", "1", "--ids", "L1/12,L1/1",
-               "--device", "cpu", "--rules", "kernelbench", "--no-timing")
+    r = invoke(solutions, "--out", out, "--kernelbench", small_kernelbench, "--levels", "1", "--ids",
+               "L1/12,L1/1,L1/19", "--device", "cpu", "--rules", "kernelbench", "--no-timing")
     assert r.exit_code == 0, r.output
     got = by_label(rows_of(out))
-    assert set(got) == {"L1/12", "L1/1"}
+    assert set(got) == {"L1/12", "L1/1", "L1/19"}
     assert got["L1/12"]["correct"] and got["L1/12"]["speedup_eager"] is None
+    bad = got["L1/19"]
+    assert bad["status"] == "checked" and not bad["compiled"] and "syntax error" in bad["error"], bad
     l1 = json.loads((out / "metrics.json").read_text())["metrics"]["levels"]["L1"]
-    assert l1["pass_rate"] == pytest.approx(50.0) and l1["faster_eager_rate"] is None
+    assert l1["pass_rate"] == pytest.approx(100 / 3) and l1["faster_eager_rate"] is None
     assert l1["geomean_compile"] is None
-    assert "| L1 | 2 | 50.0 | n/a | n/a | n/a | n/a |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| L1 | 3 | 33.3 | n/a | n/a | n/a | n/a |" in report
+    assert any(line.startswith("| L1/19 |") and "| invalid |" in line for line in report.splitlines())
 
 
 def test_strict_rules_reject_a_torch_op_in_forward(small_kernelbench, solutions, tmp_path):

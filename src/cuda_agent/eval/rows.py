@@ -56,10 +56,12 @@ class ResultRow:
         if self.status == FAILED:
             return "failed"
         if not self.compiled:
-            return "build failed"
+            return "build failed" if (self.error or "").startswith("build failed") else "invalid"
         if self.correct:
             return "correct"
-        if self.stage in ("load", "init", "weights", "forward"):
+        if self.stage == "weights":
+            return "invalid"
+        if self.stage in ("load", "init", "forward"):
             return "raised"
         if self.stage in ("timeout", "worker-timeout"):
             return "timeout"
