@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import CORRECT_12
+from .conftest import CORRECT_12
 
 from cuda_agent.agent.trajectory import Trajectory, Turn, append_jsonl
 from cuda_agent.cli import main
@@ -70,3 +70,26 @@ def test_a_lying_record_is_rechecked_and_all_snapshots_finds_the_good_one(small_
     row = [json.loads(x) for x in (tmp_path / "o2" / "results.jsonl").read_text().split("\n") if x
            and json.loads(x)["problem_id"] == 12][0]
     assert row["correct"] and row["candidates"] == 3 and row["solution"].endswith("turn002-bb")
+
+
+def test_a_real_solve_run_is_found_and_rechecked(small_kernelbench, tmp_path):
+    """``cuda-agent solve`` (scripted back-end replaying a correct solution) then ``eval`` on its output."""
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    (replay / "model_new.py").write_text(CORRECT_12)
+    runs = tmp_path / "runs"
+    r = CliRunner().invoke(main, ["solve", "L1/12", "--kernelbench", str(small_kernelbench), "--backend", "scripted",
+                                  "--script", str(replay), "--device", "cpu", "--rules", "kernelbench",
+                                  "--out", str(runs / "L1_12")])
+    assert r.exit_code == 0, r.output
+    assert (runs / "L1_12" / "attempt_0" / "trajectory.jsonl").is_file()
+    r = CliRunner().invoke(main, ["eval", str(runs), "--out", str(tmp_path / "out"), "--kernelbench",
+                                  str(small_kernelbench), "--levels", "1", "--ids", "12", "--device", "cpu",
+                                  "--rules", "kernelbench", "--no-timing", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().split("\n") if x]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["status"] == "checked" and row["correct"] and row["seconds"] > 0
+    assert row["origin"].endswith(":best") and row["solution"] == str(runs / "L1_12" / "attempt_0" / "best")
+    assert row["speedup_eager"] is None  # re-checked here without timing: the recorded speedups are not copied
