@@ -132,9 +132,10 @@ def eval_command(solutions, out_dir, kernelbench, levels, ids, device, rules, re
 
             rows = _run(run, tasks, found, out_dir, opts, solutions, on_row)
 
-    m = metrics_mod.compute(rows, lv)
+    levels_run = [x for x in lv if any(t.meta["level"] == x for t in tasks)]  # --ids may leave a level empty
+    m = metrics_mod.compute(rows, levels_run)
     info = {"solutions": str(solutions), "kernelbench": str(dataset_path(kernelbench)), "device": dev,
-            "rules": rules, "timing": opts.timing, "levels": ",".join(map(str, lv)), "tasks": len(tasks)}
+            "rules": rules, "timing": opts.timing, "levels": ",".join(map(str, levels_run)), "tasks": len(tasks)}
     written = report.write(out_dir, m, rows, info, found.warnings)
     for w in written.warnings:
         click.echo(f"warning: {w}", err=True)

@@ -124,7 +124,7 @@ def plot_speedups(rows: Sequence[ResultRow], levels: Sequence[int], path: Path) 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(levels) + 2.0), 4.2))
     data = [[r.speedup_compile for r in rows if r.level == lv and r.correct and r.speedup_compile]
             for lv in levels]
-    for i, (lv, ys) in enumerate(zip(levels, data), 1):
+    for i, ys in enumerate(data, 1):
         if ys:
             ax.boxplot([ys], positions=[i], widths=0.5, showfliers=False)
             jitter = [i + 0.18 * ((k * 0.618) % 1.0 - 0.5) for k in range(len(ys))]

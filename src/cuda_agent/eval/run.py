@@ -5,7 +5,7 @@ other (``workers=1``, no GPUs listed) or through the pool's local back-end (CPU 
 worker per GPU).  Each finished problem is appended to ``OUT/results.jsonl`` at once; a row
 whose key (task sha + candidate contents + check options) is already there is not checked
 again, so an interrupted eval resumes where it stopped (the pool's own database,
-``OUT/pool.sqlite``, also keeps jobs that finished after the last row was written).  A
+``OUT/pool-<device>.sqlite``, also keeps jobs that finished after the last row was written).  A
 problem without a solution is a failure row; a solution that cannot be submitted or whose
 check breaks is a failure row too, never dropped.
 """
@@ -193,7 +193,7 @@ def _run_pool(pending: list[Planned], out: Path, o: EvalOptions, finish: Callabl
     kw = {"slots": o.workers} if o.device == "cpu" else {"gpus": o.gpus or o.workers}
     jobs: dict[int, tuple[Planned, Candidate]] = {}
     waiting: dict[str, int] = {}
-    with Pool(out / "pool.sqlite", device=o.device, backend="local", **kw) as pool:
+    with Pool(out / f"pool-{o.device}.sqlite", device=o.device, backend="local", **kw) as pool:
         for p in pending:
             waiting[p.key] = 0
             for i, c in enumerate(p.candidates):
