@@ -40,6 +40,15 @@ if [ "$stage" = profile ]; then
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('check', sys.argv[2], 'wall', round($(date +%s.%N)-$s, 2), 's; in check', d['seconds'], 's;', d['phases'], 'correct', d['correct'])" "$OUT/check-$i.json" "$i" | tee -a "$OUT/profile.txt"
   done
 fi
+if [ "$stage" = eval ]; then
+  # `cuda-agent eval` on the GPU: the three bundled case-study solutions as a solutions tree
+  # (L1/12, L2/14, L3/8), the paper's metrics and report over those three problems
+  S=/tmp/case-solutions; rm -rf "$S"; mkdir -p "$S/L1" "$S/L2" "$S/L3"
+  cp -r examples/l1_12_diag_matmul "$S/L1/12"; cp -r examples/l2_14_gemm_divide_sum_scaling "$S/L2/14"
+  cp -r examples/l3_8_resnet_basic_block "$S/L3/8"
+  python3 -m cuda_agent.cli eval "$S" --out "$OUT/eval" --kernelbench "$CUDA_AGENT_KERNELBENCH" \
+    --ids L1/12,L2/14,L3/8 --device cuda --no-progress 2>&1 | tee "$OUT/eval.log" | tail -20
+fi
 if [ "$stage" = episode ]; then
   # a scripted agent episode on a real KernelBench CUDA task: the policy replays the bundled
   # L1/12 solution through the ten tools and the in-workspace compile/verify/profile commands
