@@ -64,6 +64,8 @@ def print_result(r, as_json: bool) -> None:
                        (f", {r.speedup_compile:.2f}x vs torch.compile" if r.speedup_compile else ""))
     if ok or r.reward is not None:
         click.echo(f"reward    {r.reward:g} ({r.reward_scheme})")
+    if r.phases:
+        click.echo(f"seconds   {r.seconds:.1f} (" + ", ".join(f"{k} {v:.1f}" for k, v in r.phases.items()) + ")")
 
 
 @click.group()

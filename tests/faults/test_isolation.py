@@ -168,3 +168,29 @@ def test_kill_tree_kills_detached_descendants():
         if state not in ("Z", "X"):
             alive.append(k)
     assert alive == []
+
+
+def test_the_default_cache_is_hidden_as_well_as_the_active_one(job, tmp_path, monkeypatch):
+    """With $CUDA_AGENT_CACHE set elsewhere, ~/.cache/cuda_agent (other evaluations' baselines)
+    is hidden too: a candidate once multiplied the baselines cached there by 100 from a test run."""
+    pr = probe()
+    if "mnt" not in pr.namespaces:
+        pytest.skip(f"this platform cannot isolate: {pr.errors[:2]}")
+    home = tmp_path / "home"
+    default = home / ".cache" / "cuda_agent"
+    default.mkdir(parents=True)
+    (default / "baselines.sqlite").write_text("other evaluations' baselines")
+    monkeypatch.setenv("HOME", str(home))
+    plan = plan_for(job, Limits())
+    assert str(default.resolve()) in plan.hide
+    code = ("import os, sys\n"
+            "d = sys.argv[1]\n"
+            "print(sorted(os.listdir(d)) if os.path.isdir(d) else 'absent')\n"
+            "try:\n"
+            "    open(os.path.join(d, 'baselines.sqlite'), 'w').write('poisoned')\n"
+            "except OSError as e:\n"
+            "    print('write', type(e).__name__)\n")
+    proc, st = launch(plan, [sys.executable, "-c", code, str(default)], job.parent)
+    assert st == {"exit": 0}, proc.stderr
+    assert proc.stdout.splitlines()[0] == "[]"
+    assert (default / "baselines.sqlite").read_text() == "other evaluations' baselines"

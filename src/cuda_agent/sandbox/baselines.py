@@ -1,11 +1,13 @@
 """Eager and ``torch.compile`` baseline times, measured in their own runner process with the
 candidate's recipe and precision settings (TF32 off), cached in sqlite per
-(task sha, device name, torch version, recipe, rotation)."""
+(task sha, device name, torch version, recipe, rotation, digest of the measuring code); an
+implausible time (non-finite, not positive, above ``MAX_MS``) is an error and never cached."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
 import shutil
 import sqlite3
@@ -37,11 +39,31 @@ def _db() -> sqlite3.Connection:
     return con
 
 
+MEASURING_CODE = ("timing.py", "runner.py", "inputs.py", "baselines.py")
+MAX_MS = 1e7
+"""A baseline above this (~3 hours a call), non-finite or not positive is a measurement error."""
+
+
+def _code_digest() -> str:
+    """The code that measures: a change to it makes every cached baseline stale."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in MEASURING_CODE:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def plausible(val: dict) -> bool:
+    """Every measured time is finite, positive and below ``MAX_MS``."""
+    times = [v for k, v in val.items() if k.endswith("_ms")]
+    return bool(times) and all(isinstance(v, (int, float)) and math.isfinite(v) and 0 < v < MAX_MS for v in times)
+
+
 def _key(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool) -> str:
     import torch
 
     parts = [task.sha, device_name(device), torch.__version__, json.dumps(recipe.__dict__, sort_keys=True),
-             str(n_sets), str(compile)]
+             str(n_sets), str(compile), _code_digest()]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
@@ -91,8 +113,13 @@ def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = Tr
         if not refresh:
             row = con.execute("SELECT value FROM baseline WHERE key=?", (key,)).fetchone()
             if row:
-                return {**json.loads(row[0]), "cached": True}
+                cached = json.loads(row[0])
+                if plausible(cached):
+                    return {**cached, "cached": True}
         val = measure(task, device, recipe, n_sets, compile, timeout)
+        if "error" not in val and not plausible(val):
+            val["error"] = ("implausible baseline times " + ", ".join(f"{k}={v!r}" for k, v in val.items()
+                                                                     if k.endswith("_ms")))
         if "error" not in val:
             con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)", (key, json.dumps(val), time.time()))
             con.commit()

@@ -256,7 +256,10 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
 
     keep = [_package_dir(), Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent]
     hide: list[Path] = []
-    for h in (cache_root().resolve(), Path("/dev/shm")):
+    # the active cache and the default one: a candidate checked with $CUDA_AGENT_CACHE set must
+    # not poison the cache that other evaluations on this machine use (adversarial c14 did)
+    caches = dict.fromkeys([cache_root().resolve(), (Path.home() / ".cache" / "cuda_agent").resolve()])
+    for h in (*caches, Path("/dev/shm")):
         if not h.is_dir():
             continue
         if any(_under(k, h) for k in keep):

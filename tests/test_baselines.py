@@ -1,0 +1,40 @@
+"""The baseline cache never serves an implausible time, and its key follows the measuring code."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from cuda_agent.sandbox import baselines
+from cuda_agent.sandbox.timing import Recipe
+
+QUICK = Recipe(warmup_ms=5.0, min_samples=5, max_samples=20, budget_s=2.0)
+
+
+def test_plausible_times():
+    assert baselines.plausible({"eager_ms": 1.2, "compile_ms": 0.8, "eager_n": 400})
+    for bad in (9.45e15, float("nan"), math.inf, 0.0, -1.0):
+        assert not baselines.plausible({"eager_ms": 1.0, "compile_ms": bad})
+    assert not baselines.plausible({"eager_n": 3})  # no time at all
+
+
+def test_a_garbage_cached_baseline_is_measured_again(example_task):
+    key = baselines._key(example_task, "cpu", QUICK, 2, False)
+    con = baselines._db()
+    try:  # what an old, broken measurement left in a user's cache
+        con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)",
+                    (key, json.dumps({"eager_ms": 9451430000240180.0, "eager_n": 400}), 0.0))
+        con.commit()
+    finally:
+        con.close()
+    got = baselines.get(example_task, "cpu", QUICK, 2, compile=False)
+    assert got["cached"] is False and "error" not in got
+    assert 0 < got["eager_ms"] < 1e4
+    again = baselines.get(example_task, "cpu", QUICK, 2, compile=False)
+    assert again["cached"] is True and again["eager_ms"] == got["eager_ms"]
+
+
+def test_the_key_changes_with_the_measuring_code(example_task, monkeypatch):
+    before = baselines._key(example_task, "cpu", QUICK, 2, False)
+    monkeypatch.setattr(baselines, "_code_digest", lambda: "another-timing-code")
+    assert baselines._key(example_task, "cpu", QUICK, 2, False) != before
