@@ -38,3 +38,15 @@ def test_the_key_changes_with_the_measuring_code(example_task, monkeypatch):
     before = baselines._key(example_task, "cpu", QUICK, 2, False)
     monkeypatch.setattr(baselines, "_code_digest", lambda: "another-timing-code")
     assert baselines._key(example_task, "cpu", QUICK, 2, False) != before
+
+
+def test_the_compile_baseline_uses_compiler_caches_of_its_own(example_task, tmp_path, monkeypatch):
+    """/tmp/torchinductor_* and ~/.triton are writable by earlier candidates: the baseline's
+    torch.compile must neither read nor fill the shared compiler cache."""
+    shared = tmp_path / "shared-inductor-cache"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(shared))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "shared-triton-cache"))
+    got = baselines.measure(example_task, "cpu", QUICK, 2, compile=True)
+    assert "error" not in got, got
+    assert 0 < got["compile_ms"] < 1e4 and 0 < got["eager_ms"] < 1e4
+    assert not shared.exists() or not any(shared.rglob("*")), sorted(map(str, shared.rglob("*")))[:5]

@@ -194,3 +194,59 @@ def test_the_default_cache_is_hidden_as_well_as_the_active_one(job, tmp_path, mo
     assert st == {"exit": 0}, proc.stderr
     assert proc.stdout.splitlines()[0] == "[]"
     assert (default / "baselines.sqlite").read_text() == "other evaluations' baselines"
+
+
+def test_concealed_files_and_directories(job, tmp_path):
+    """``Limits.conceal``: a file reads empty and cannot be written, a directory is empty; the
+    real ones are untouched (how the pool keeps its database and snapshots from candidates)."""
+    pr = probe()
+    if "mnt" not in pr.namespaces:
+        pytest.skip(f"this platform cannot isolate: {pr.errors[:2]}")
+    secret = tmp_path / "state.sqlite"
+    secret.write_text("jobs and results")
+    folder = tmp_path / "state.sqlite.d"
+    folder.mkdir()
+    (folder / "snapshot").write_text("another job's solution")
+    plan = plan_for(job, Limits(conceal=(str(secret), str(folder))))
+    assert str(secret.resolve()) in plan.mask and str(folder.resolve()) in plan.hide
+    code = ("import os, sqlite3, sys\n"
+            "print(repr(open(sys.argv[1]).read()), sorted(os.listdir(sys.argv[2])))\n"
+            "try:\n"
+            "    open(sys.argv[1], 'w').write('tampered')\n"
+            "except OSError as e:\n"
+            "    print('refused', type(e).__name__)\n"
+            "print('after', repr(open(sys.argv[1]).read()))\n"
+            "try:\n"
+            "    sqlite3.connect(sys.argv[1]).execute('CREATE TABLE t (x)')\n"
+            "    print('sqlite wrote')\n"
+            "except sqlite3.Error as e:\n"
+            "    print('sqlite refused')\n"
+            "try:\n"
+            "    open(os.path.join(sys.argv[2], 'x'), 'w').write('tampered')\n"
+            "except OSError as e:\n"
+            "    print('refused', type(e).__name__)\n")
+    proc, st = launch(plan, [sys.executable, "-c", code, str(secret), str(folder)], job.parent)
+    assert st == {"exit": 0}, proc.stderr
+    lines = proc.stdout.splitlines()
+    # the file is /dev/null in there: reads find nothing, writes vanish, sqlite cannot use it
+    assert lines == ["'' []", "after ''", "sqlite refused", "refused OSError"], lines
+    assert secret.read_text() == "jobs and results" and sorted(p.name for p in folder.iterdir()) == ["snapshot"]
+
+
+def test_concealed_paths_inside_a_concealed_directory_are_not_mounted_twice(job, tmp_path):
+    """An eval conceals its output directory, and the pool inside it conceals its database and
+    state directory there: only the outer directory is covered (a mount inside a hidden tmpfs
+    has no mount point and broke the sandbox set-up)."""
+    pr = probe()
+    if "mnt" not in pr.namespaces:
+        pytest.skip(f"this platform cannot isolate: {pr.errors[:2]}")
+    out = tmp_path / "out"
+    (out / "pool.sqlite.d").mkdir(parents=True)
+    (out / "pool.sqlite").write_text("db")
+    plan = plan_for(job, Limits(conceal=(str(out), str(out / "pool.sqlite"), str(out / "pool.sqlite.d"))))
+    assert str(out.resolve()) in plan.hide and plan.mask == []
+    assert not [h for h in plan.hide if h.startswith(str(out.resolve()) + "/")]
+    proc, st = launch(plan, [sys.executable, "-c", "import os, sys; print(os.listdir(sys.argv[1]))", str(out)],
+                      job.parent)
+    assert st == {"exit": 0}, proc.stderr
+    assert proc.stdout.strip() == "[]"

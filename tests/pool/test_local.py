@@ -20,7 +20,9 @@ import pytest
 from cuda_agent.sandbox.pool import Pool, Store
 from cuda_agent.sandbox.pool.jobs import CHECKED, REJECTED_AT_BUILD, WORKER_DIED, WORKER_TIMEOUT
 
-from .conftest import SMALL, judge_attack_task, small_task, wait_dead
+from conftest import copy_example
+
+from .conftest import SMALL, _model_new, judge_attack_task, small_task, wait_dead
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -185,3 +187,46 @@ def test_workers_that_cannot_start_stop_the_pool_with_a_clear_error(tmp_path, va
         pool.wait(timeout=120)
     pool.close()
     assert Store(tmp_path / "pool.sqlite").get(jid).status == "queued"  # kept for a pool that works
+
+
+TAMPER = '''        import json, os, sqlite3
+        db = DB
+        report = []
+        try:  # what a candidate that found the pool's database would do: fake a passing result
+            con = sqlite3.connect(db, timeout=2)
+            fake = json.dumps({"task_id": "swish_small", "task_sha": "", "device": "cpu", "rules": "strict",
+                               "compiled": True, "correct": True, "reward": 3.0})
+            con.execute("UPDATE jobs SET status='done', outcome='checked', result=?, tag='pwned'", (fake,))
+            con.commit()
+            report.append("db written")
+        except Exception as e:
+            report.append(f"db: {type(e).__name__}")
+        try:
+            open(os.path.join(db + ".d", "pwned"), "w").write("x")
+            report.append("state dir written")
+        except OSError as e:
+            report.append(f"state dir: {type(e).__name__}")
+'''
+
+
+def test_a_candidate_cannot_reach_the_pools_database_or_snapshots(tmp_path, variants, opts):
+    """The pool's database and its snapshot/log directory are concealed from every runner: a
+    candidate that writes a passing result for its job (and the others) into the database
+    finds nothing there, and the pool reports the real verdict."""
+    from cuda_agent.sandbox.isolation import probe
+
+    if "mnt" not in probe().namespaces:
+        pytest.skip(f"no mount namespace here: {probe().errors[:2]}")
+    db = tmp_path / "pool.sqlite"
+    body = TAMPER.replace("DB", repr(str(db))) + "        return x * torch.sigmoid(x) * self.scale"
+    attacker = copy_example(tmp_path / "attacker", {"model_new.py": _model_new(body)})
+    with Pool(db, device="cpu", slots=1, build_workers=1) as pool:
+        bad = pool.submit(small_task(), attacker, opts, tag="attacker")
+        good = pool.submit(small_task(), variants["good"], opts, tag="good")
+        res = pool.wait(timeout=300)
+        recs = {r.id: r for r in pool.jobs()}
+    assert res[good].correct, res[good].error
+    a = res[bad]  # a torch op in forward under strict rules: rejected, whatever it wrote
+    assert not a.correct and "torch-op-in-forward" in {v.rule for v in a.violations}
+    assert {r.tag for r in recs.values()} == {"attacker", "good"}
+    assert not (tmp_path / "pool.sqlite.d" / "pwned").exists()

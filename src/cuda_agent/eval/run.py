@@ -172,10 +172,21 @@ def run(tasks: list[Task], found: Found, out: str | Path, options: EvalOptions, 
     return [rows[p.key] for p in planned if p.key in rows]
 
 
+def _concealing(copts, out: Path):
+    """The checks must not reach this evaluation's own records (results.jsonl, the pool's
+    database): a candidate could write a passing row for its problem there."""
+    from dataclasses import replace
+
+    from ..sandbox.isolation import Limits
+
+    lim = copts.limits or Limits()
+    return replace(copts, limits=replace(lim, conceal=(*lim.conceal, str(Path(out).resolve()))))
+
+
 def _run_here(pending: list[Planned], out: Path, o: EvalOptions, finish: Callable[[Planned], None]) -> None:
     from ..sandbox.check import check
 
-    copts = o.check_options()
+    copts = _concealing(o.check_options(), out)
     for p in pending:
         for c in p.candidates:
             try:
@@ -189,7 +200,7 @@ def _run_pool(pending: list[Planned], out: Path, o: EvalOptions, finish: Callabl
     from ..sandbox.pool import Pool
     from ..sandbox.pool.store import PoolError
 
-    copts = o.check_options()
+    copts = _concealing(o.check_options(), out)
     kw = {"slots": o.workers} if o.device == "cpu" else {"gpus": o.gpus or o.workers}
     jobs: dict[int, tuple[Planned, Candidate]] = {}
     waiting: dict[str, int] = {}

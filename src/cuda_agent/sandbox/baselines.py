@@ -11,13 +11,12 @@ import math
 import platform
 import shutil
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 
 from ..tasks import Task
 from .build import cache_root
-from .process import RunnerDied, RunnerProcess
+from .process import RunnerDied, RunnerProcess, job_root
 from .timing import Recipe
 
 
@@ -72,7 +71,7 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
     """Time the reference eager (and compiled) in a fresh runner process; no cache."""
     import secrets
 
-    job_dir = Path(tempfile.mkdtemp(prefix="cuda-agent-base-"))
+    job_dir = job_root("cuda-agent-base-")
     out: dict = {}
     runner = None
     try:
@@ -81,7 +80,11 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
         job = {"device": device, "task_file": str(f), "solution_file": str(f), "class_name": "Model",
                "rules": "none", "init_seed": 0}
         (job_dir / "job.json").write_text(json.dumps(job))
-        runner = RunnerProcess(job_dir / "job.json")
+        # compiler caches of its own: /tmp/torchinductor_* and ~/.triton are writable by earlier
+        # candidates, which could leave slowed generated code for this baseline to load
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(job_dir / "inductor"), "TRITON_CACHE_DIR": str(job_dir / "triton"),
+               "CUDA_CACHE_PATH": str(job_dir / "nv")}
+        runner = RunnerProcess(job_dir / "job.json", env=env)
         rep = runner.request({"cmd": "load"}, timeout)
         if not rep["ok"]:
             return {"error": f"reference failed to load: {rep['error']}"}

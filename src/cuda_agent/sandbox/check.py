@@ -14,11 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import secrets
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 import types
@@ -32,7 +30,7 @@ from . import baselines, inputs, roofline
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import label
-from .process import RunnerDied, RunnerProcess
+from .process import RunnerDied, RunnerProcess, job_root
 from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
 from .variants import size_variants
@@ -94,12 +92,6 @@ def _flatten(out) -> list:
 
 def _inputs(mod, seed: int, device: str) -> list:
     return inputs.draw(mod, seed, device)
-
-
-def _job_root() -> Path:
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-    return Path(tempfile.mkdtemp(prefix="cuda-agent-job-", dir=base))
 
 
 def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
@@ -268,7 +260,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         return
 
     # 2. verify
-    job_dir = _job_root()
+    job_dir = job_root()
     runner = None
     try:
         task_file = job_dir / "reference.py"

@@ -76,6 +76,10 @@ class Limits:
     """Use namespaces where the platform allows; False = plain process + rlimits + watchdog."""
     network: bool = False
     """Allow network access (no network namespace)."""
+    conceal: tuple[str, ...] = ()
+    """Paths the candidate must neither see nor change: a directory gets an empty read-only tmpfs
+    over it, a file ``/dev/null`` (reads find nothing, writes vanish) - a pool's database, its
+    journal files and its snapshot directory."""
     drop_caps: bool = True
     """Drop every capability (root stays uid 0 but cannot undo the mounts or escape)."""
     gpu_memory_fraction: float | None = None
@@ -180,6 +184,8 @@ class Plan:
     expose: list[list[str]] = field(default_factory=list)
     """[path, "rw"|"ro"] bound back inside a hidden directory (or made read-only in place)."""
     readonly: list[str] = field(default_factory=list)
+    mask: list[str] = field(default_factory=list)
+    """Files with ``/dev/null`` bound over them."""
     shm: str | None = None
     """The hidden directory that is a writable private /dev/shm."""
     shm_bytes: int = 0
@@ -266,6 +272,18 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
             plan.warnings.append(f"{h} not hidden: it holds the Python installation or the package")
             continue
         hide.append(h)
+    for c in limits.conceal:
+        p = Path(c).resolve()
+        if p.is_dir() and p not in hide:
+            if any(_under(k, p) for k in keep):
+                plan.warnings.append(f"{p} not hidden: it holds the Python installation or the package")
+            else:
+                hide.append(p)
+        elif p.is_file():
+            plan.mask.append(str(p))
+    # what lies inside a hidden directory is gone already (and has no mount point to cover)
+    hide = [h for h in hide if not any(o != h and _under(h, o) for o in hide)]
+    plan.mask = [m for m in plan.mask if not any(_under(Path(m), h) for h in hide)]
     plan.hide = [str(h) for h in hide]
     if Path("/dev/shm") in hide:
         plan.shm, plan.shm_bytes = "/dev/shm", int(limits.shm_bytes)
@@ -384,6 +402,9 @@ def _setup_mounts(plan: dict) -> None:
     for h in hide:
         if h != plan.get("shm"):
             _mount(None, h, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    for f in plan.get("mask", []):
+        if os.path.isfile(f):  # /dev/null in its place: reads find nothing, writes vanish
+            _mount("/dev/null", f, None, MS_BIND)
     if "pid" in plan["namespaces"] and os.path.isdir("/proc/sys"):
         _make_readonly("/proc/sys")
     os.chdir(cwd)  # the view through the new mounts

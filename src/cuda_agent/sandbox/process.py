@@ -19,6 +19,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -148,6 +149,15 @@ def _fmt(n: int) -> str:
 
 
 # --- the runner process ---------------------------------------------------------------------
+
+def job_root(prefix: str = "cuda-agent-job-") -> Path:
+    """A fresh directory for one runner's job: in /dev/shm, which every isolated runner sees as
+    a private tmpfs holding only its own job (other jobs' files stay out of reach); else in the
+    temp directory."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
 
 class RunnerProcess:
     """``python -m cuda_agent.sandbox.runner JOB`` behind the isolation launcher.

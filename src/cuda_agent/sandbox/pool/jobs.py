@@ -16,6 +16,7 @@ from typing import Any
 from ... import reward as rewards
 from ...tasks import Task
 from ..check import CheckOptions
+from ..isolation import Limits
 from ..results import CheckResult, Verdict
 from ..timing import Recipe
 
@@ -35,9 +36,9 @@ OUTCOMES = (CHECKED, REJECTED_AT_BUILD, WORKER_DIED, WORKER_TIMEOUT, GAVE_UP)
 
 def options_to_dict(o: CheckOptions) -> dict[str, Any]:
     d = {f.name: getattr(o, f.name) for f in fields(o)}
-    r = d.get("recipe")
-    if is_dataclass(r):
-        d["recipe"] = asdict(r)  # type: ignore[arg-type]
+    for k in ("recipe", "limits"):
+        if is_dataclass(d.get(k)):
+            d[k] = asdict(d[k])  # type: ignore[arg-type]
     return d
 
 
@@ -48,6 +49,12 @@ def options_from_dict(d: dict[str, Any]) -> CheckOptions:
     if isinstance(kw.get("recipe"), dict):
         rnames = {f.name for f in fields(Recipe)}
         kw["recipe"] = Recipe(**{k: v for k, v in kw["recipe"].items() if k in rnames})
+    if isinstance(kw.get("limits"), dict):
+        lnames = {f.name for f in fields(Limits)}
+        lim = {k: v for k, v in kw["limits"].items() if k in lnames}
+        if "conceal" in lim:
+            lim["conceal"] = tuple(lim["conceal"])
+        kw["limits"] = Limits(**lim)
     return CheckOptions(**kw)
 
 

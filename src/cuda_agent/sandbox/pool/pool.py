@@ -17,12 +17,14 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ... import reward as rewards
 from ...tasks import Task, TaskError, resolve
 from ..check import CheckOptions
+from ..isolation import Limits
 from ..results import CheckResult
 from .audit import Audit, audit_records
 from .backend import BUILT, CHECKED, DIED, Backend, Event, WorkItem, get_backend
@@ -181,7 +183,13 @@ class Pool:
             limit = rec.options.build_timeout + 120.0  # check() bounds the compiler; this bounds the builder
         else:
             limit = rec.timeout or self.job_timeout or job_timeout(rec.options)
-        return WorkItem(job=rec.id, task=rec.task.to_dict(), options=options_to_dict(rec.options),
+        # the candidate must not reach the pool's own state: its database (another job's result
+        # or its own could be written there before the pool reads it) and the other snapshots
+        db = self.store.db
+        lim = rec.options.limits or Limits()
+        conceal = (*lim.conceal, str(db), f"{db}-wal", f"{db}-shm", str(self.store.root))
+        opts = options_to_dict(replace(rec.options, limits=replace(lim, conceal=conceal)))
+        return WorkItem(job=rec.id, task=rec.task.to_dict(), options=opts,
                         solution=rec.snapshot, timeout=limit, snapshot_root=str(root))
 
     def _serve(self) -> None:
