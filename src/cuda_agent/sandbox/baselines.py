@@ -5,6 +5,7 @@ implausible time (non-finite, not positive, above ``MAX_MS``) is an error and ne
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -43,8 +44,10 @@ MAX_MS = 1e7
 """A baseline above this (~3 hours a call), non-finite or not positive is a measurement error."""
 
 
+@functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
-    """The code that measures: a change to it makes every cached baseline stale."""
+    """The code that measures (read once per process): a change to it makes every cached
+    baseline stale."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for name in MEASURING_CODE:
