@@ -1,0 +1,31 @@
+"""verl's multi-turn SFT dataset for our RFT parquet (``data.custom_cls`` of stage 2).
+
+Two fixes over reading :mod:`.rft` rows with the stock class: ``tools`` is stored as a JSON
+string (decoded here; see rft.py for why), and parquet gives every message every key of
+the union struct (``tool_calls: None`` on a user message, ``reasoning_content: None``...),
+which chat templates can render as text; keys whose value is None are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+
+
+def _clean(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if v is not None}
+
+
+class RFTDataset(MultiTurnSFTDataset):
+    """Rows written by :func:`cuda_agent.train.rft.build_rft`."""
+
+    def _read_files_and_process(self) -> None:
+        super()._read_files_and_process()
+        if self.tools is not None:
+            self.tools = [json.loads(t) if isinstance(t, str) else t for t in self.tools]
+        self.messages = [[_clean(m) for m in msgs] for msgs in self.messages]
+
+    def _build_messages(self, example: dict) -> list:
+        return [_clean(m) for m in super()._build_messages(example)]
