@@ -181,3 +181,18 @@ def call(name, **args):
 def verl_config_dir() -> Path:
     verl = pytest.importorskip("verl", reason="verl is not installed (pip install 'cuda-agent[train]')")
     return Path(verl.__file__).parent / "trainer" / "config"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tokenizer, tmp_path_factory) -> Path:
+    """A randomly initialised two-layer Qwen2 with the tiny tokenizer, saved locally."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=131072,
+                      tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.pad_token_id)
+    d = tmp_path_factory.mktemp("tiny_model")
+    Qwen2ForCausalLM(cfg).save_pretrained(d)
+    tokenizer.save_pretrained(d)
+    return d
