@@ -166,7 +166,8 @@ def _register_parts() -> None:
     for module, names in (("cuda_agent.agent.cli", ("solve_command", "show_command")),
                           ("cuda_agent.synth.cli", ("synth_command",)),
                           ("cuda_agent.sandbox.pool.cli", ("pool_group",)),
-                          ("cuda_agent.eval.cli", ("eval_command",))):
+                          ("cuda_agent.eval.cli", ("eval_command",)),
+                          ("cuda_agent.train.cli", ("train_group",))):
         try:
             mod = importlib.import_module(module)
         except ImportError as e:  # pragma: no cover - depends on the install

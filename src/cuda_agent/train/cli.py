@@ -1,0 +1,149 @@
+"""``cuda-agent train``: prepare (tasks -> verl parquet), rft (trajectories -> SFT parquet),
+stage N (print or run the exact verl command of a stage)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from .. import reward as rewards
+
+
+def read_tasks(dataset: Path, source_column: str, id_column: str | None, limit: int | None):
+    """Tasks of a JSONL/parquet file (or a synth output directory); bad rows are skipped and
+    counted, never fatal."""
+    from ..tasks import TaskError, read_rows, task_from_source
+
+    if dataset.is_dir():
+        found = [dataset / n for n in ("tasks.parquet", "tasks.jsonl") if (dataset / n).is_file()]
+        if not found:
+            raise click.UsageError(f"{dataset} holds no tasks.parquet or tasks.jsonl (a synth output directory does)")
+        dataset = found[0]
+    tasks, skipped = [], []
+    try:
+        for i, row in enumerate(read_rows(dataset)):
+            if limit is not None and len(tasks) >= limit:
+                break
+            if source_column not in row:
+                skipped.append(f"row {i}: no column {source_column!r}")
+                continue
+            tid = str(row.get(id_column) if id_column and row.get(id_column) is not None
+                      else row.get("task_id", row.get("id", i)))
+            meta = {k: v for k, v in row.items()
+                    if k not in (source_column, id_column, "id", "task_id") and isinstance(v, (str, int, float, bool))}
+            try:
+                tasks.append(task_from_source(row[source_column], id=tid, **meta))
+            except TaskError as e:
+                skipped.append(f"row {i} ({tid}): {e}")
+    except TaskError as e:
+        raise click.UsageError(str(e)) from None
+    return tasks, skipped
+
+
+@click.group("train")
+def train_group() -> None:
+    """Train on verl with the paper's four stages (docs/train.md)."""
+
+
+@train_group.command("prepare")
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="output directory.")
+@click.option("--source-column", default="code", show_default=True, help="column with the task source.")
+@click.option("--id-column", default="task_id", show_default=True, help="column with the task id.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
+              help="device the rewards are measured on.")
+@click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
+@click.option("--reward", "reward_name", default="paper", show_default=True,
+              help=f"reward scheme ({', '.join(rewards.names())}).")
+@click.option("--split", default="train", show_default=True, help="file name prefix.")
+@click.option("--limit", type=int, default=None, help="at most this many tasks.")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object.")
+def prepare_command(dataset, out_dir, source_column, id_column, device, rules, reward_name, split, limit, as_json):
+    """Tasks (a synth dataset: JSONL/parquet or its directory) -> verl parquet for stage 1
+    (single turn) and stages 3-4 (agentic)."""
+    from .data import JudgeSpec, prepare
+
+    if reward_name not in rewards.names():
+        raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
+    if not dataset.exists():
+        raise click.UsageError(f"dataset not found: {dataset}")
+    tasks, skipped = read_tasks(dataset, source_column, id_column, limit)
+    if not tasks:
+        raise click.UsageError(f"no valid task in {dataset}" + (f" ({skipped[0]})" if skipped else ""))
+    p = prepare(tasks, out_dir, JudgeSpec(device=device, rules=rules, reward=reward_name), split)
+    if as_json:
+        click.echo(json.dumps({"tasks": p.n_tasks, "skipped": skipped, "single_turn": str(p.single_turn),
+                               "agentic": str(p.agentic)}))
+        return
+    click.echo(f"{p.n_tasks} tasks ({device}, rules {rules}, reward {reward_name})")
+    click.echo(f"stage 1     {p.single_turn}")
+    click.echo(f"stages 3-4  {p.agentic}")
+    if skipped:
+        click.echo(f"skipped {len(skipped)} row(s): " + "; ".join(skipped[:3]) + (" ..." if len(skipped) > 3 else ""))
+
+
+@train_group.command("rft")
+@click.argument("trajectories", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="output parquet file.")
+@click.option("--min-reward", type=float, default=0.0, show_default=True, help="keep reward > this.")
+@click.option("--reward-field", type=click.Choice(["reward", "best_reward"]), default="reward", show_default=True,
+              help="reward: the final workspace's verdict; best_reward: the best checked snapshot's.")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object.")
+def rft_command(trajectories, out, min_reward, reward_field, as_json):
+    """Trajectory JSONL files (or directories of them) -> SFT parquet of the kept ones (stage 2)."""
+    from .rft import build_rft
+
+    try:
+        _, rep = build_rft(trajectories, out, min_reward=min_reward, reward_field=reward_field)
+    except FileNotFoundError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(json.dumps(asdict(rep)) if as_json else rep.summary())
+    if rep.kept == 0:
+        sys.exit(1)
+
+
+@train_group.command("stage", context_settings={"ignore_unknown_options": True})
+@click.argument("number", type=click.IntRange(1, 4))
+@click.option("--model", required=True, help="model path: base (1), stage-1 actor (2), RFT model (3, 4).")
+@click.option("--data", "data", multiple=True, required=True, type=click.Path(path_type=Path),
+              help="training parquet (repeatable).")
+@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs per node.")
+@click.option("--nnodes", type=int, default=1, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="checkpoint directory.")
+@click.option("--resume-from", default=None, help="stage 4: the stage-3 checkpoint, .../global_step_N.")
+@click.option("--warmup-steps", type=int, default=None, help="stage 3: value-pretraining steps.")
+@click.option("--steps", type=int, default=None, help="stage 4: agentic steps after the resumed ones.")
+@click.option("--dry-run", is_flag=True, help="print the command, do not run it.")
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, dry_run, overrides):
+    """Print (--dry-run) or run the verl command of stage NUMBER; trailing key=value
+    arguments are passed to verl as overrides."""
+    from .stages import STAGES, LaunchSpec, StageError, command
+
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise click.UsageError(f"extra arguments must be verl overrides key=value, not {' '.join(bad)}")
+    missing = [str(d) for d in data if not d.is_file()]
+    if missing and not dry_run:
+        raise click.UsageError(f"data file not found: {', '.join(missing)}")
+    spec = LaunchSpec(stage=number, model=model, data=[str(d) for d in data], gpus=gpus, nnodes=nnodes,
+                      out_dir=str(out_dir) if out_dir else None, resume_from=resume_from,
+                      warmup_steps=warmup_steps, steps=steps, overrides=list(overrides))
+    try:
+        argv = command(spec)
+    except StageError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(f"# stage {number}: {STAGES[number].what}")
+    click.echo(shlex.join(argv))
+    if dry_run:
+        return
+    if importlib.util.find_spec("verl") is None:
+        raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
+    sys.exit(subprocess.call(argv))
