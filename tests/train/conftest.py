@@ -150,8 +150,8 @@ def render_step(step) -> str:
 
 class ScriptedServer:
     """``await generate(request_id=, prompt_ids=, sampling_params=)`` -> verl ``TokenOutput``:
-    the next scripted turn, tokenized, ending with the EOS token, cut to ``max_tokens``, with
-    made-up log-probs.  Records every request."""
+    the next scripted turn of that request id's episode, tokenized, ending with the EOS token,
+    cut to ``max_tokens``, with made-up log-probs.  Records every request."""
 
     def __init__(self, tokenizer, steps) -> None:
         self.tokenizer = tokenizer
@@ -161,7 +161,7 @@ class ScriptedServer:
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
         from verl.workers.rollout.replica import TokenOutput
 
-        i = len(self.requests)
+        i = sum(r["request_id"] == request_id for r in self.requests)
         self.requests.append({"request_id": request_id, "prompt_ids": list(prompt_ids),
                               "sampling_params": dict(sampling_params)})
         text = render_step(self.steps[i]) if i < len(self.steps) else "(script finished)"
