@@ -301,10 +301,9 @@ def _procs_with(marker: str) -> list[str]:
 
 def test_hang_times_out_and_kills_the_process_group(example_task, tmp_path):
     marker = f"600.{os.getpid()}{time.time_ns() % 10**6}"
-    started = tmp_path / "started.txt"
     body = (f"        import subprocess, sys, time\n"
             f"        subprocess.Popen(['sleep', {marker!r}])\n"
-            f"        open({str(started)!r}, 'w').write(sys.argv[-1])\n"
+            f"        print('JOB=' + sys.argv[-1], file=sys.stderr, flush=True)\n"
             f"        time.sleep(600)\n"
             f"        return x")
     f = torch_solution(tmp_path, body)
@@ -315,7 +314,8 @@ def test_hang_times_out_and_kills_the_process_group(example_task, tmp_path):
     assert r.verdict.stage == "timeout" and 18 in r.exploit_classes
     assert "run did not finish within 15 s (killed)" in r.error
     assert took < 60
-    job_file = started.read_text()  # the runner's job.json: the same path inside and outside
+    # the runner's job.json (the same path inside and outside), from the output the error quotes
+    job_file = r.error.split("JOB=")[1].split()[0]
     deadline = time.time() + 5
     while (_procs_with(marker) or _procs_with(job_file)) and time.time() < deadline:
         time.sleep(0.1)

@@ -140,13 +140,6 @@ def _no_connection(ctx: Ctx, res, seconds: float) -> list[str]:
             f"({ctx.server.accepted} connection(s))"] if ctx.server.accepted else []
 
 
-def _file_capped(limit: int):
-    def check(ctx: Ctx, res, seconds: float) -> list[str]:
-        size = ctx.path.stat().st_size if ctx.path and ctx.path.exists() else 0
-        return [f"the candidate wrote {size} bytes, past the {limit}-byte file-size limit"] if size > limit else []
-    return check
-
-
 def _judge_memory_flat(ctx: Ctx, res, seconds: float) -> list[str]:
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - ctx.rss_before
     return [f"the judge's peak memory grew by {grown >> 20} MB while draining the output"] if grown > 512 << 20 \
@@ -199,9 +192,9 @@ def _network(ctx: Ctx) -> Path:
 
 
 def _disk_fill(ctx: Ctx) -> Path:
-    ctx.path = ctx.work / "fill.bin"
-    return cpu_forward(ctx, f"""        chunk = b"\\0" * (1 << 20)
-        with open({str(ctx.path)!r}, "wb") as f:
+    # the job directory (the cwd) is the one writable place on disk: the rest of the tree is read-only
+    return cpu_forward(ctx, """        chunk = b"\\0" * (1 << 20)
+        with open("fill.bin", "wb") as f:
             for _ in range(1024):
                 f.write(chunk)""")
 
@@ -319,7 +312,7 @@ CPU_FAULTS: list[Fault] = [
     Fault("stdout-10gb", "writes 10 GiB to stdout once, then computes the right answer", "cpu", _stdout,
           (), "", after=_judge_memory_flat, max_seconds=150, options={"verify_timeout": 140}),
     Fault("disk-fill", "writes a 1 GB file against a 64 MB file-size limit", "cpu", _disk_fill,
-          ("forward",), r"File too large", limits={"file_size_bytes": 64 << 20}, after=_file_capped(64 << 20)),
+          ("forward",), r"File too large", limits={"file_size_bytes": 64 << 20}),
     Fault("never-ending-build", "#include of a FIFO nobody writes: the compiler blocks forever", "cpu",
           _never_ending_build, (), r"build timed out after 3 s", build_fails=True, options={"build_timeout": 3},
           after=gone(lambda c: str(c.work / "sol" / "kernels"), "a compiler")),

@@ -83,6 +83,11 @@ rep["package"] = writable(sys.argv[2])
 rep["solution"] = writable(sys.argv[3])
 rep["job"] = writable(os.getcwd())
 rep["sys"] = writable("/sys/fs")
+import tempfile
+rep["home"] = writable(os.path.expanduser("~"))
+rep["tmp"] = writable("/tmp")
+rep["tmpdir"] = [tempfile.gettempdir(), writable(tempfile.gettempdir())]
+rep["dev_null"] = open("/dev/null", "w").write("x")
 rep["procs"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 try:
     socket.create_connection(("127.0.0.1", int(sys.argv[4])), timeout=2).close()
@@ -121,6 +126,10 @@ def test_confinement_seen_from_inside(job):
     assert rep["shm"] == [job.parent.name]  # a private /dev/shm with only this job in it
     assert rep["package"] == "EROFS" and rep["solution"] == "EROFS" and rep["sys"] in ("EROFS", "EACCES")
     assert rep["job"] == "yes"
+    # the rest of the tree is read-only: nothing is left behind for another check or tool
+    assert rep["home"] == "EROFS" and rep["tmp"] == "EROFS"
+    assert rep["tmpdir"] == [str(job.parent / "tmp"), "yes"] and rep["dev_null"] == 1
+    assert "rofs" in plan.describe()
     if os.geteuid() == 0:
         assert rep["capeff"] == "0000000000000000"
 

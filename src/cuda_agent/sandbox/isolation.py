@@ -9,9 +9,10 @@ The judge builds a ``Plan`` (``plan_for``) from a job and the ``Limits`` and sta
 The launcher ``unshare``s new network, mount and PID namespaces (a user namespace too when
 not root), forks an init that is PID 1 of the new PID namespace (dies with the launcher,
 and takes every descendant with it, even ones that called ``setsid``), and there, before
-``exec`` of the command: mounts a fresh ``/proc``, re-mounts the package source, the Python
-library and ``/sys`` read-only, hides the build cache and ``/dev/shm`` under empty tmpfs
-(re-exposing only the job's own files), sets RLIMIT_CORE/RLIMIT_FSIZE, drops every
+``exec`` of the command: makes the whole file tree read-only (every mount, recursively),
+mounts a fresh ``/proc``, hides the build caches and ``/dev/shm`` under empty tmpfs (the
+latter a private writable one), binds the job directory back writable and the job's own
+files read-only, points ``TMPDIR`` into the job, sets RLIMIT_CORE/RLIMIT_FSIZE, drops every
 capability and sets no_new_privs.  The init reaps orphans and reports the command's exit
 status on a status pipe.  Where the platform allows none of it the same launcher still sets
 the rlimits and acts as a child subreaper, and the plan carries a warning.
@@ -184,6 +185,10 @@ class Plan:
     expose: list[list[str]] = field(default_factory=list)
     """[path, "rw"|"ro"] bound back inside a hidden directory (or made read-only in place)."""
     readonly: list[str] = field(default_factory=list)
+    root_readonly: bool = False
+    """Every mount read-only, recursively; only the rw exposures and /dev/shm stay writable."""
+    tmpdir: str | None = None
+    """``TMPDIR`` of the command: a directory inside the (writable) job directory."""
     mask: list[str] = field(default_factory=list)
     """Files with ``/dev/null`` bound over them."""
     shm: str | None = None
@@ -196,6 +201,8 @@ class Plan:
     def describe(self) -> str:
         parts = [f"{n}ns" for n in ("user", "net", "pid", "mnt")
                  if n in self.namespaces or (n == "user" and self.userns and self.namespaces)]
+        if self.root_readonly:
+            parts.append("rofs")
         if self.drop_caps:
             parts.append("nocaps")
         return ",".join(parts + ["rlimits", "watchdog"])
@@ -297,11 +304,12 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
             p = Path(job[key]).resolve()
             if not _under(p, job_dir) and not any(_under(p, Path(e[0])) for e in expose):
                 expose.append([str(p), "ro"])
-    # inside a hidden tree, or read-only in place (the solution directory)
-    plan.expose = [e for e in expose if any(_under(Path(e[0]), h) for h in hide) or e[1] == "ro"]
-    ro = [_package_dir(), *_python_dirs(), Path("/sys")]
-    plan.readonly = [str(p) for p in ro if p.exists() and not _under(job_dir, p)
-                     and not any(_under(p, h) for h in hide)]
+    # the whole tree is read-only: a candidate cannot leave anything behind for a later check,
+    # another tool or an agent's trajectories; its job directory (and TMPDIR in it) and its
+    # private /dev/shm are the only places it writes
+    plan.root_readonly = True
+    plan.expose = expose
+    plan.tmpdir = str(job_dir / "tmp")
     return plan
 
 
@@ -359,19 +367,44 @@ def _make_readonly(path: str) -> None:
                 raise
 
 
-def _remount_ro(mp: str) -> None:
-    """Make the mount at ``mp`` read-only, keeping its other flags (locked ones in a user ns)."""
+def _remount_ro(mp: str, ro: bool = True) -> None:
+    """Make the mount at ``mp`` read-only (or writable), keeping its other flags (locked ones in
+    a user ns)."""
     keep = os.statvfs(mp).f_flag
-    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+    flags = MS_BIND | MS_REMOUNT | (MS_RDONLY if ro else 0)
     for st, ms in _ST_TO_MS.items():
         if keep & st:
             flags |= ms
     _mount(None, mp, None, flags)
 
 
+def _make_root_readonly() -> None:
+    """Every mount of this (private) namespace read-only.  No bind of ``/`` onto itself: the
+    process's root would stay the mount underneath."""
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    import platform
+
+    if platform.machine() in ("x86_64", "aarch64"):
+        attr = MountAttr(1, 0, 0, 0)  # MOUNT_ATTR_RDONLY, AT_RECURSIVE
+        if _libc().syscall(442, -100, b"/", 0x8000, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
+            return
+    for mp in _mountpoints_under("/"):
+        try:
+            _remount_ro(mp)
+        except OSError:
+            if mp == "/":
+                raise
+
+
 def _setup_mounts(plan: dict) -> None:
     cwd = os.getcwd()
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if plan.get("root_readonly"):
+        _make_root_readonly()
     if "pid" in plan["namespaces"]:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     hide = [h for h in plan["hide"] if os.path.isdir(h)]
@@ -396,8 +429,7 @@ def _setup_mounts(plan: dict) -> None:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        if mode == "ro":
-            _remount_ro(path)
+        _remount_ro(path, mode == "ro")  # a bind keeps the source's flags: set them both ways
         os.close(fd)
     for h in hide:
         if h != plan.get("shm"):
@@ -408,6 +440,9 @@ def _setup_mounts(plan: dict) -> None:
     if "pid" in plan["namespaces"] and os.path.isdir("/proc/sys"):
         _make_readonly("/proc/sys")
     os.chdir(cwd)  # the view through the new mounts
+    if plan.get("tmpdir"):
+        os.makedirs(plan["tmpdir"], exist_ok=True)
+        os.environ["TMPDIR"] = plan["tmpdir"]
 
 
 def _drop_caps() -> None:

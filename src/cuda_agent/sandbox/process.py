@@ -162,7 +162,7 @@ def job_root(prefix: str = "cuda-agent-job-") -> Path:
 class RunnerProcess:
     """``python -m cuda_agent.sandbox.runner JOB`` behind the isolation launcher.
 
-    ``isolation`` says what applied (e.g. ``netns,pidns,mntns,nocaps,rlimits,watchdog``),
+    ``isolation`` says what applied (e.g. ``netns,pidns,mntns,rofs,nocaps,rlimits,watchdog``),
     ``warnings`` what could not be isolated on this platform."""
 
     def __init__(self, job_file: Path, env: dict[str, str] | None = None, limits: Limits | None = None,
@@ -298,8 +298,9 @@ class RunnerProcess:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill()
+                    tail = self.log_tail(1500).strip()
                     raise RunnerDied("timeout", f"{cmd['cmd']} did not finish within {timeout:.0f} s "
-                                                f"(killed)")
+                                                f"(killed)" + (f"; last output:\n{tail}" if tail else ""))
                 if not sel.select(timeout=min(left, 0.25)):
                     if self.proc.poll() is not None:  # exited, but something still holds stdout
                         raise self._died()
