@@ -102,6 +102,7 @@ def test_ppo_stages_compose_and_pass_verls_validation(stage, tmp_path, defaults,
     assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.28)
     assert actor.optim.lr == 3e-6 and critic.optim.lr == 6e-6 and need_critic(cfg)
     assert cfg.data.train_batch_size == 1024
+    assert "hf_model" in actor.checkpoint.save_contents and "hf_model" not in actor.checkpoint.load_contents
     assert cfg.critic.model.path == cfg.actor_rollout_ref.model.path == str(tiny_model)
     assert cfg.reward.custom_reward_function.path == "pkg://cuda_agent.train.reward_fn"
     context = rollout.prompt_length + rollout.response_length
@@ -143,6 +144,7 @@ def test_sft_stage_composes(tmp_path):
     assert not OmegaConf.missing_keys(cfg)
     assert load_extern_object(cfg.data.custom_cls.path, cfg.data.custom_cls.name) is RFTDataset
     assert cfg.model.path == "/models/tiny" and cfg.data.max_length == 131072
+    assert "hf_model" in cfg.checkpoint.save_contents and "hf_model" not in cfg.checkpoint.load_contents
 
 
 def test_commands_and_their_errors(tmp_path):

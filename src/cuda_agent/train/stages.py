@@ -73,11 +73,12 @@ def overrides(spec: LaunchSpec) -> list[str]:
         raise StageError(f"no stage {spec.stage}; stages: 1-4")
     if not spec.data:
         raise StageError(f"stage {spec.stage} needs --data (a parquet file)")
+    model = str(Path(spec.model).resolve()) if Path(spec.model).exists() else spec.model  # a dir, or a hub id
     out = [f"data.train_files={_files(spec.data)}"]
     if st.trainer == "sft":
-        out += [f"model.path={spec.model}", f"trainer.n_gpus_per_node={spec.gpus}", f"trainer.nnodes={spec.nnodes}"]
+        out += [f"model.path={model}", f"trainer.n_gpus_per_node={spec.gpus}", f"trainer.nnodes={spec.nnodes}"]
     else:
-        out += [f"actor_rollout_ref.model.path={spec.model}",
+        out += [f"actor_rollout_ref.model.path={model}",
                 f"trainer.n_gpus_per_node={spec.gpus}", f"trainer.nnodes={spec.nnodes}"]
     if spec.stage in (3, 4):
         out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={CONFIG_DIR / 'agent_loop.yaml'}")
