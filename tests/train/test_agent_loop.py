@@ -41,7 +41,7 @@ def dataset_row(task, tokenizer, cfg, tmp_path):
     return {k: v for k, v in row.items() if k != "agent_name" and not hasattr(v, "shape")}
 
 
-def run_episode(cfg, tokenizer, steps, row, **options):
+def run_episode(cfg, tokenizer, steps, row, hf_model_type=None, **options):
     entry = OmegaConf.load(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)[0]
     assert entry.name == "cuda_agent"
     entry = OmegaConf.merge(entry, options)
@@ -49,7 +49,7 @@ def run_episode(cfg, tokenizer, steps, row, **options):
 
     async def main():
         loop = instantiate(entry, trainer_config=DictConfigWrap(cfg), server_manager=server,
-                           tokenizer=tokenizer, processor=None, hf_model_type=None,
+                           tokenizer=tokenizer, processor=None, hf_model_type=hf_model_type,
                            dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data),
                            tools=ToolListWrap([]))
         sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
@@ -113,16 +113,26 @@ def test_episode_tokens_masks_and_reward(task, tokenizer, verl_config_dir, tmp_p
     assert not any((tmp_path / "eps").iterdir())  # the workspace is removed after the episode
 
 
-def test_budget_stops_before_observations_and_ends_on_a_model_token(task, tokenizer, verl_config_dir, tmp_path):
+@pytest.mark.parametrize("hf_model_type", [None, "qwen2"])
+def test_budget_stops_before_observations_and_ends_on_a_model_token(task, tokenizer, verl_config_dir, tmp_path,
+                                                                    hf_model_type):
     """A response budget smaller than the tool outputs: the loop stops when the next
     observation would not fit, the last observation is not in the stream, the workspace is
-    still judged (the untouched starter: torch ops, a -1 verdict)."""
+    still judged (the untouched starter: torch ops, a -1 verdict).  With verl's generic
+    builder and with its Qwen builder (which inserts the newline after <|im_end|>, mask 0)."""
     cfg = ppo_config(verl_config_dir, tokenizer, prompt_length=8192, response_length=900)
     row = dataset_row(task, tokenizer, cfg, tmp_path)
-    steps = [call("Read", file_path="SKILL.md")] * 5
-    out, server = run_episode(cfg, tokenizer, steps, row, timing=False, workdir=str(tmp_path / "eps"))
-    assert out.extra_fields["stop_reason"] == "context" and 1 <= len(server.requests) < len(steps)
+    steps = [call("Glob", pattern="*")] + [call("Read", file_path="SKILL.md")] * 4  # SKILL.md: > 900 tokens
+    out, server = run_episode(cfg, tokenizer, steps, row, hf_model_type=hf_model_type, timing=False,
+                              workdir=str(tmp_path / "eps"))
+    newline = tokenizer.encode("\n", add_special_tokens=False)[0]
+    first_gen = server.requests[0]["generated"]
+    boundary = out.response_ids[len(first_gen)]
+    assert (boundary == newline) == (hf_model_type == "qwen2") and out.response_mask[len(first_gen)] == 0
+    assert out.extra_fields["stop_reason"] == "context" and len(server.requests) == 2
     assert len(out.response_ids) <= 900 and out.response_mask[-1] == 1
     last = server.requests[-1]
     assert out.response_ids[-len(last["generated"]):] == last["generated"]
+    obs = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
+    assert "model_new.py" in obs and "# SKILL" not in obs  # the Glob result is in, SKILL.md's is not
     assert out.reward_score == -1.0 and not out.extra_fields["reward_extra_info"]["correct"]
