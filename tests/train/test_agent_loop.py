@@ -17,6 +17,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 
+from cuda_agent.agent.trajectory import read_jsonl  # noqa: E402
 from cuda_agent.train import CONFIG_DIR  # noqa: E402
 from cuda_agent.train.data import JudgeSpec, agentic_rows, write_parquet  # noqa: E402
 
@@ -110,6 +111,10 @@ def test_episode_tokens_masks_and_reward(task, tokenizer, verl_config_dir, tmp_p
     assert out.extra_fields["stop_reason"] == "finished"
     saved = list((tmp_path / "trajs").glob("*/trajectory.jsonl"))
     assert len(saved) == 1 and (saved[0].parent / "best" / "kernels" / "relu6.cpp").read_text() == KERNEL
+    # the parquet prompt is the agent's own prompt, but for the per-episode workspace path
+    traj = next(read_jsonl(saved[0]))
+    assert traj.messages[0] == dict(row["raw_prompt"][0])
+    assert traj.messages[1]["content"] == row["raw_prompt"][1]["content"].replace("/workspace", traj.workspace)
     assert not any((tmp_path / "eps").iterdir())  # the workspace is removed after the episode
 
 
