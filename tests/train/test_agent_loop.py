@@ -107,7 +107,7 @@ def test_episode_tokens_masks_and_reward(task, tokenizer, verl_config_dir, tmp_p
     # the reward is the evaluator's: the snapshot was really built and verified on the CPU
     assert out.reward_score == 1.0
     info = out.extra_fields["reward_extra_info"]
-    assert info["correct"] and info["compiled"] and info["failure"] == ""
+    assert info["correct"] and info["compiled"] and info["failure"] == "" and info["n_files"] == 3
     assert out.extra_fields["stop_reason"] == "finished"
     saved = list((tmp_path / "trajs").glob("*/trajectory.jsonl"))
     assert len(saved) == 1 and (saved[0].parent / "best" / "kernels" / "relu6.cpp").read_text() == KERNEL

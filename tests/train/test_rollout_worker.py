@@ -61,6 +61,7 @@ def test_agent_loop_worker_batch_rewards_and_gae(task, tokenizer, tiny_model, tm
         assert int(mask[i].sum()) == sum(len(r["generated"]) for r in server.requests
                                          if r["request_id"] == out.non_tensor_batch["trajectory_id"][i])
     assert list(out.non_tensor_batch["correct"]) == [False, False]
+    assert list(out.non_tensor_batch["n_files"]) == [1, 1]  # the starter's model_new.py, judged before cleanup
     assert list(out.non_tensor_batch["stop_reason"]) == ["finished", "finished"]
     # GAE with a zero critic: the return of every model token is lambda^k * reward, none lost
     _, returns = compute_gae_advantage_return(scores, torch.zeros_like(scores), mask.float(), 1.0, 0.95)

@@ -160,6 +160,14 @@ class VerlBackend:
         return prompt, resp, mask, lps
 
 
+def _n_files(snapshot: Path | None) -> int:
+    """Solution files in a snapshot directory (model_new.py + kernels/); it may be gone already."""
+    if snapshot is None or not snapshot.is_dir():
+        return 0
+    k = snapshot / "kernels"
+    return int((snapshot / "model_new.py").is_file()) + (sum(1 for p in k.rglob("*") if p.is_file()) if k.is_dir() else 0)
+
+
 class CudaAgentLoop(AgentLoopBase):
     """One ReAct episode per row; options come from the registration YAML (keys beside
     ``name``/``_target_``)."""
@@ -207,6 +215,9 @@ class CudaAgentLoop(AgentLoopBase):
             agent = Agent(backend, evaluator, config)
             res: EpisodeResult = await loop.run_in_executor(
                 _executor(self.max_parallel_episodes), agent.run, task, ws, out_dir, traj_id)
+            fail = failure_score(scheme)
+            score: Score = (score_of(res.best, fail, n_files=_n_files(res.best_dir)) if res.best is not None
+                            else Score(fail, False, False, False, 0.0, 0.0, 0, "no snapshot was checked"))
         finally:
             if not self.keep_workspaces:
                 shutil.rmtree(ep_dir, ignore_errors=True)
@@ -214,9 +225,6 @@ class CudaAgentLoop(AgentLoopBase):
         if not response:
             raise BackendError(f"episode {traj_id} of {task.id} ended without a model token "
                                f"({res.trajectory.stop_reason})")
-        fail = failure_score(scheme)
-        score: Score = (score_of(res.best, fail, n_files=0) if res.best is not None
-                        else Score(fail, False, False, False, 0.0, 0.0, 0, "no snapshot was checked"))
         traj = res.trajectory
         return AgentLoopOutput(
             prompt_ids=prompt, response_ids=response, response_mask=mask, response_logprobs=lps,
