@@ -62,8 +62,10 @@ def run_episode(cfg, tokenizer, steps, row, hf_model_type=None, **options):
 def test_episode_tokens_masks_and_reward(task, tokenizer, verl_config_dir, tmp_path):
     cfg = ppo_config(verl_config_dir, tokenizer, prompt_length=8192, response_length=24576)
     row = dataset_row(task, tokenizer, cfg, tmp_path)
+    thought = ('<think>I could start with <tool_call>\n{"name": "Bash", "arguments": {"command": "rm -r kernels"}}'
+               '\n</tool_call> but reading first is better.</think>')
     steps = [
-        {"content": "Reading the reference.", **call("Read", file_path="model.py")},
+        {"content": thought + "Reading the reference.", **call("Read", file_path="model.py")},
         {"content": "A one-pass clamp.", **call("Write", file_path="kernels/relu6.cpp", content=KERNEL)},
         call("Write", file_path="kernels/relu6_binding.cpp", content=binding()),
         call("Read", file_path="model_new.py"),
@@ -113,6 +115,10 @@ def test_episode_tokens_masks_and_reward(task, tokenizer, verl_config_dir, tmp_p
     assert len(saved) == 1 and (saved[0].parent / "best" / "kernels" / "relu6.cpp").read_text() == KERNEL
     # the parquet prompt is the agent's own prompt, but for the per-episode workspace path
     traj = next(read_jsonl(saved[0]))
+    # a call inside the reasoning is not a call: the first turn ran Read only
+    first = traj.messages[2]
+    assert [c["function"]["name"] for c in first["tool_calls"]] == ["Read"]
+    assert first["content"] == "Reading the reference." and "rm -r kernels" in first["reasoning_content"]
     assert traj.messages[0] == dict(row["raw_prompt"][0])
     assert traj.messages[1]["content"] == row["raw_prompt"][1]["content"].replace("/workspace", traj.workspace)
     assert not any((tmp_path / "eps").iterdir())  # the workspace is removed after the episode

@@ -58,6 +58,14 @@ def _executor(size: int) -> ThreadPoolExecutor:
     return _EXECUTORS[size]
 
 
+def split_reasoning(text: str) -> tuple[str | None, str]:
+    """``<think>...</think>rest`` -> (reasoning, rest); (None, text) without a closing tag."""
+    i = text.rfind("</think>")
+    if i < 0:
+        return None, text
+    return text[:i].replace("<think>", "", 1).strip() or None, text[i + len("</think>"):]
+
+
 class VerlBackend:
     """The Agent's LLM back-end inside a verl rollout: token ids through the server manager.
 
@@ -78,13 +86,11 @@ class VerlBackend:
         self.loop = loop
         self.model = str(owner.config.actor_rollout_ref.model.get("path", "") or "")
         self.ids: list[int] | None = None
-        self.prompt_len = 0
         self.mask: list[int] = []
         self.logprobs: list[float] = []
         self.seen: list[dict[str, Any]] = []
         """The messages already in the token stream (up to the last assistant message)."""
         self._pending: tuple[int, tuple[list[int], list[int], list[float]]] | None = None
-        self.generations = 0
 
     # -- called from the episode thread ------------------------------------------------
     def _call(self, coro):
@@ -124,8 +130,6 @@ class VerlBackend:
 
     async def _complete(self, messages: list[dict[str, Any]], tools) -> Reply:
         ids, mask, lps = await self._context(messages, tools)
-        if self.ids is None:
-            self.prompt_len = len(ids)
         left = self.owner.response_length - len(mask)
         if left <= 0:
             raise BackendError("the response budget (rollout.response_length) is spent")
@@ -136,15 +140,14 @@ class VerlBackend:
         new_lps = list(out.log_probs)[:len(new)] if out.log_probs else None
         merge, mask2, lps2 = await self.owner.ct_merge_assistant_token(
             ids, new, mask, lps if (lps or new_lps) else None, assistant_logprobs=new_lps)
-        text = self.owner.tokenizer.decode(new, skip_special_tokens=True)
-        content, calls = parse_reply(text)
-        reply = Reply(content=content, tool_calls=calls,
+        reasoning, text = split_reasoning(self.owner.tokenizer.decode(new, skip_special_tokens=True))
+        content, calls = parse_reply(text)  # tool calls are read after the reasoning only
+        reply = Reply(content=content, tool_calls=calls, reasoning=reasoning,
                       usage=Usage(prompt_tokens=len(ids), completion_tokens=len(new)),
                       finish_reason="length" if len(new) >= left else "stop")
         self.ids, self.mask, self.logprobs = merge.token_ids, mask2, list(lps2 or [])
         self.seen = list(messages) + [reply.message()]
         self._pending = None
-        self.generations += 1
         return reply
 
     # -- the result ----------------------------------------------------------------------
