@@ -1,6 +1,7 @@
 """Stage 2: trajectories of real agent episodes (scripted policy, real CPU evaluator) ->
 rejection-sampled SFT parquet -> verl's multi-turn SFT dataset (our RFTDataset subclass)
-tokenizes it with the tiny tokenizer: only the assistant turns carry loss."""
+tokenizes it with the tiny tokenizer: only the assistant turns carry loss; verl's collator
+and SFT loss train a tiny random model on it."""
 
 from __future__ import annotations
 
@@ -83,3 +84,40 @@ def test_verl_sft_dataset_loads_rows_and_masks_only_assistant_tokens(trajectorie
     assert "<tool_response>" not in trained and "# Tools" not in trained
     # tools reach the chat template as real schemas, not a JSON string or null-filled structs
     assert '"file_path": null' not in ignored and '"name": "Bash"' in ignored
+
+
+def test_sft_steps_through_verls_collator_and_loss_on_a_tiny_model(trajectories, tokenizer, tiny_model, tmp_path):
+    """verl's SFT trainer needs a GPU (docs/train.md); its data path and loss do not: the RFT
+    row through RFTDataset, verl's no-padding collator and verl's sft_loss, with the log-probs
+    of a tiny random Qwen2. The loss is the mean NLL of the assistant tokens and goes down."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from verl.utils import tensordict_utils as tu
+    from verl.utils.dataset.dataset_utils import DatasetPadMode, SFTTensorCollator
+    from verl.workers.utils.losses import sft_loss
+
+    from cuda_agent.train.sft_dataset import RFTDataset
+
+    _, rep = build_rft([trajectories], tmp_path / "rft.parquet")
+    ds = RFTDataset(rep.out, tokenizer, OmegaConf.create({"max_length": 16384, "pad_mode": "no_padding"}))
+    batch = SFTTensorCollator(DatasetPadMode.NO_PADDING)([ds[0]])
+    ids, loss_mask = batch["input_ids"].unbind()[0], batch["loss_mask"].unbind()[0]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation="sdpa")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(3):
+        logits = model(input_ids=ids.unsqueeze(0)).logits[0].float()
+        lp = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:].unsqueeze(-1)).squeeze(-1)
+        lp = torch.cat([lp, lp.new_zeros(1)])  # verl's layout: position t holds log p(token t+1)
+        data = tu.get_tensordict({"loss_mask": batch["loss_mask"]},
+                                 {"dp_size": 1, "batch_num_tokens": int(loss_mask.sum())})
+        loss, _ = sft_loss(None, {"log_probs": torch.nested.as_nested_tensor([lp], layout=torch.jagged)}, data)
+        if not losses:  # exactly the mean NLL of the assistant tokens
+            want = -lp[:-1][loss_mask[1:].bool()].sum() / loss_mask.sum()
+            assert torch.isclose(loss, want)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[0] > losses[1] > losses[2], losses
