@@ -186,8 +186,10 @@ def verl_config_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tokenizer, tmp_path_factory) -> Path:
     """A randomly initialised two-layer Qwen2 with the tiny tokenizer, saved locally."""
+    import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
+    torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=131072,
                       tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,

