@@ -52,7 +52,7 @@ def defaults(verl_config_dir):
 def exists(cfg, key):
     node = cfg
     for part in key.split("."):
-        if not OmegaConf.is_dict(node) or part not in node.keys():
+        if not OmegaConf.is_dict(node) or part not in node.keys():  # `in node` is False for ??? values
             return False
         node = node._get_node(part)
     return True

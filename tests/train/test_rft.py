@@ -56,7 +56,7 @@ def test_keeps_positive_reward_and_says_why_it_dropped_the_rest(trajectories, tm
     assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "assistant" and "tool" in roles
     assert {t["function"]["name"] for t in json.loads(row["tools"])} >= {"Bash", "Read", "Write"}
     # nothing kept -> nothing written, and the report says so
-    rows2, rep2 = build_rft([trajectories], tmp_path / "none.parquet", min_reward=1.0)
+    _, rep2 = build_rft([trajectories], tmp_path / "none.parquet", min_reward=1.0)
     assert rep2.kept == 0 and rep2.out is None and not (tmp_path / "none.parquet").exists()
     with pytest.raises(ValueError):
         build_rft([trajectories], reward_field="score")

@@ -47,9 +47,9 @@ def test_agent_loop_worker_batch_rewards_gae_and_policy_loss(task, tokenizer, ti
     async def main():
         worker = AgentLoopWorker(cfg, llm_client=server)
         assert worker.tokenizer.get_vocab() == tokenizer.get_vocab()
-        return worker, await worker.generate_sequences(batch)
+        return await worker.generate_sequences(batch)
 
-    worker, out = asyncio.run(main())
+    out = asyncio.run(main())
     b = out.batch
     n, width = b["responses"].shape
     assert n == 2 and width == 4096 and b["prompts"].shape[1] == 8192
