@@ -114,6 +114,8 @@ def test_ppo_stages_compose_and_pass_verls_validation(stage, tmp_path, defaults,
         assert rollout.agent.agent_loop_config_path == str(CONFIG_DIR / "agent_loop.yaml")
     if stage == 3:  # critic only: verl updates the actor when critic_warmup <= step (1-based)
         assert cfg.trainer.total_training_steps == cfg.trainer.save_freq == 20 and cfg.trainer.critic_warmup == 21
+    if stage in (3, 4):  # the step count, not the epochs, ends the run (a data set is ~6 steps of 1024)
+        assert cfg.trainer.total_epochs * 6 > cfg.trainer.total_training_steps
     if stage == 4:
         assert cfg.trainer.resume_mode == "resume_path" and cfg.trainer.resume_from_path.endswith("global_step_20")
         assert cfg.trainer.total_training_steps == 220 and cfg.trainer.critic_warmup == 0
