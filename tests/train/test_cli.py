@@ -75,3 +75,18 @@ def test_stage_dry_run_and_errors(tmp_path):
     assert r.exit_code == 2 and "data file not found" in r.output
     r = CliRunner().invoke(main, base + ["5", "--model", "/m", "--data", str(data)])
     assert r.exit_code == 2
+
+
+def test_prepare_reads_a_saved_datasets_directory(tmp_path):
+    import datasets
+
+    rows = {"task_id": ["t/relu6", "t/relu6_4"], "code": [TASK_SRC, TASK_SRC.replace("6.0", "4.0")]}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "ds"))
+    r = CliRunner().invoke(main, ["train", "prepare", str(tmp_path / "ds"), "--out", str(tmp_path / "out"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["tasks"] == 2
+    ids = [x["extra_info"]["task_id"] for x in pq.read_table(tmp_path / "out" / "train_agentic.parquet").to_pylist()]
+    assert ids == ["t/relu6", "t/relu6_4"]
+    r = CliRunner().invoke(main, ["train", "prepare", str(tmp_path / "out"), "--out", str(tmp_path / "o2")])
+    assert r.exit_code == 2 and "not a saved `datasets` data set" in r.output
+

@@ -16,19 +16,34 @@ import click
 from .. import reward as rewards
 
 
-def read_tasks(dataset: Path, source_column: str, id_column: str | None, limit: int | None):
-    """Tasks of a JSONL/parquet file (or a synth output directory); bad rows are skipped and
-    counted, never fatal."""
-    from ..tasks import TaskError, read_rows, task_from_source
+def _rows(dataset: Path):
+    """Rows of a JSONL/parquet file, a synth output directory, or a ``datasets`` directory
+    written by ``save_to_disk``."""
+    from ..tasks import read_rows
 
     if dataset.is_dir():
+        if (dataset / "dataset_info.json").is_file() or (dataset / "dataset_dict.json").is_file():
+            import datasets
+
+            ds = datasets.load_from_disk(str(dataset))
+            if isinstance(ds, datasets.DatasetDict):
+                ds = ds["train"] if "train" in ds else next(iter(ds.values()))
+            return iter(ds)
         found = [dataset / n for n in ("tasks.parquet", "tasks.jsonl") if (dataset / n).is_file()]
         if not found:
-            raise click.UsageError(f"{dataset} holds no tasks.parquet or tasks.jsonl (a synth output directory does)")
+            raise click.UsageError(f"{dataset} holds no tasks.parquet or tasks.jsonl (a synth output directory "
+                                   f"does) and is not a saved `datasets` data set")
         dataset = found[0]
+    return read_rows(dataset)
+
+
+def read_tasks(dataset: Path, source_column: str, id_column: str | None, limit: int | None):
+    """Tasks of a data set (see :func:`_rows`); bad rows are skipped and counted, never fatal."""
+    from ..tasks import TaskError, task_from_source
+
     tasks, skipped = [], []
     try:
-        for i, row in enumerate(read_rows(dataset)):
+        for i, row in enumerate(_rows(dataset)):
             if limit is not None and len(tasks) >= limit:
                 break
             if source_column not in row:
@@ -66,8 +81,8 @@ def train_group() -> None:
 @click.option("--limit", type=int, default=None, help="at most this many tasks.")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object.")
 def prepare_command(dataset, out_dir, source_column, id_column, device, rules, reward_name, split, limit, as_json):
-    """Tasks (a synth dataset: JSONL/parquet or its directory) -> verl parquet for stage 1
-    (single turn) and stages 3-4 (agentic)."""
+    """Tasks (a synth dataset: JSONL/parquet, its directory, or a saved `datasets` directory)
+    -> verl parquet for stage 1 (single turn) and stages 3-4 (agentic)."""
     from .data import JudgeSpec, prepare
 
     if reward_name not in rewards.names():
