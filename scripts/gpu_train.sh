@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# tests/train on the device machine (H200 image: torch 2.11 + CUDA 13, no verl, no ray).
+# Carry .whl (the pruned ray wheel and its missing needs, docs/pool.md) and .whl-train (verl and
+# the rest of its closure the image lacks, built by the lines below), and .devdata.
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+#     -d .whl-train verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 codetiming tensordict==0.10.0 \
+#     torchdata datasets dill multiprocess pylatexenc cachetools uvicorn fastapi starlette \
+#     pydantic==2.13.4 pydantic_core==2.46.4 annotated-types typing-inspection opentelemetry-api \
+#     importlib_metadata lazy-importer orjson pyvers
+#   pip wheel --no-deps -w .whl-train antlr4-python3-runtime==4.9.3     # sdist only: build it here
+# (wandb is left out: 20 MB, and verl imports it only when the wandb logger is on.)
+# Usage (device machine, repo root): bash scripts/gpu_train.sh OUTDIR
+set -u
+OUT=${1:-/tmp/train-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  .whl/*.whl .whl-train/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+export CUDA_AGENT_KERNELBENCH=${CUDA_AGENT_KERNELBENCH:-$PWD/.devdata/kernelbench.jsonl}
+# the agent's in-workspace commands are shell commands: give its shell a `cuda-agent`
+mkdir -p /tmp/ca-bin && printf '#!/bin/sh\nexec python3 -m cuda_agent.cli "$@"\n' > /tmp/ca-bin/cuda-agent && chmod +x /tmp/ca-bin/cuda-agent
+export PATH=/tmp/ca-bin:$PATH
+python3 -c "import verl, ray, transformers, pandas, pyarrow, torch; print('verl', verl.__version__, 'ray', ray.__version__, 'transformers', transformers.__version__, 'pandas', pandas.__version__, 'pyarrow', pyarrow.__version__, 'torch', torch.__version__)" | tee "$OUT/versions.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/versions.txt"
+timeout "${TRAIN_LIMIT:-500}" python3 -m pytest tests/train -q -p no:cacheprovider -o addopts="" -rs --durations=6 \
+  -W ignore::DeprecationWarning -W ignore::UserWarning 2>&1 | tee "$OUT/pytest-train-gpu.log" | tail -30
