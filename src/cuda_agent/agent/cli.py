@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from ..tasks import Task, TaskError
-from .evaluator import SandboxEvaluator, rank
+from .evaluator import PoolEvaluator, SandboxEvaluator, rank
 from .llm import BackendConfigError, backend_names, make_backend
 from .loop import EVAL_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
 
@@ -106,10 +106,12 @@ def _fmt(x: float | None, suffix: str = "x") -> str:
               help="scripted back-end: JSON list of turns, or a solution directory to replay.")
 @click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
               help="KernelBench dataset for L<level>/<id> task references.")
+@click.option("--pool-db", type=click.Path(dir_okay=False), default=None,
+              help="check through the GPU pool that `cuda-agent pool serve --db` serves (default: in process).")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON summary at the end.")
 def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, device, max_turns,
                   context_tokens, wall_time, rules, reward_name, temperature, max_tokens, script,
-                  kernelbench, as_json) -> None:
+                  kernelbench, pool_db, as_json) -> None:
     """Run the agent on TASK end to end (a .py file, L1/12-style KernelBench ref, or FILE.jsonl#ID)."""
     from ..tasks import resolve
 
@@ -128,7 +130,8 @@ def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, 
     out.mkdir(parents=True, exist_ok=True)
     from ..sandbox.workspace import create_workspace
 
-    evaluator = SerialEvaluator(SandboxEvaluator(device=dev, rules=rules, reward=reward_name))
+    evaluator = (PoolEvaluator(pool_db, device=dev, rules=rules, reward=reward_name) if pool_db else
+                 SerialEvaluator(SandboxEvaluator(device=dev, rules=rules, reward=reward_name)))
     config = AgentConfig(budget=Budget(max_turns=max_turns, context_tokens=context_tokens, wall_time_s=wall_time),
                          device=dev)
 

@@ -18,6 +18,10 @@ never shortened: when the response budget (``rollout.response_length``) is spent
 episode stops.  Tool outputs are not cut to a fixed size either: compiler logs reach the
 model as the tools return them.
 
+Checks run in this process through the sandbox, or, with ``pool_db``, as jobs in the GPU pool
+that ``cuda-agent pool serve --db <pool_db>`` serves on the GPU node (verl's agent-loop
+workers are CPU-only Ray actors that may see no GPU).
+
 ``reward_score`` is the evaluator's reward for the episode's best snapshot (correct first,
 then fastest; the final workspace is always among the checked snapshots); the same
 diagnostics as the stage-1 reward go to ``extra_fields["reward_extra_info"]``.
@@ -37,7 +41,7 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from ..agent.evaluator import SandboxEvaluator
+from ..agent.evaluator import Evaluator, PoolEvaluator, SandboxEvaluator
 from ..agent.llm.base import BackendError, Reply, Usage
 from ..agent.llm.text_format import parse_reply
 from ..agent.loop import TRAIN_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
@@ -178,7 +182,8 @@ class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, max_turns: int = TRAIN_MAX_TURNS, wall_time_s: float | None = 3600.0,
                  bash_timeout_s: float = 300.0, timing: bool = True, workdir: str | None = None,
                  trajectory_dir: str | None = None, keep_workspaces: bool = False,
-                 max_parallel_episodes: int = 256, **kwargs: Any) -> None:
+                 max_parallel_episodes: int = 256, pool_db: str | None = None,
+                 pool_timeout_s: float = 7200.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
@@ -190,6 +195,15 @@ class CudaAgentLoop(AgentLoopBase):
         self.trajectory_dir = trajectory_dir
         self.keep_workspaces = bool(keep_workspaces)
         self.max_parallel_episodes = int(max_parallel_episodes)
+        self.pool_db = pool_db
+        self.pool_timeout_s = float(pool_timeout_s)
+
+    def evaluator(self, device: str, rules: str, scheme: str) -> Evaluator:
+        """The sandbox in this process, or the pool at ``pool_db`` when it is set."""
+        opts = dict(device=device, rules=rules, reward=scheme, timing=self.timing, baselines=self.timing)
+        if self.pool_db:
+            return PoolEvaluator(self.pool_db, timeout=self.pool_timeout_s, tag="agent-loop", **opts)
+        return SandboxEvaluator(**opts)
 
     def agent_config(self, device: str) -> AgentConfig:
         budget = Budget(max_turns=self.max_turns, wall_time_s=self.wall_time_s,
@@ -207,8 +221,7 @@ class CudaAgentLoop(AgentLoopBase):
         root.mkdir(parents=True, exist_ok=True)
         ep_dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-{traj_id}-", dir=root))
         loop = asyncio.get_running_loop()
-        evaluator = SandboxEvaluator(device=device, rules=rules, reward=scheme, timing=self.timing,
-                                     baselines=self.timing)
+        evaluator = self.evaluator(device, rules, scheme)
         config = self.agent_config(device)
         out_dir = Path(self.trajectory_dir) / traj_id if self.trajectory_dir else None
         try:

@@ -1,4 +1,5 @@
-"""``cuda-agent pool run|status|results``: a job file through the pool, with a progress bar.
+"""``cuda-agent pool run|serve|status|results``: a job file through the pool, with a progress bar;
+or a long-running server for the jobs other processes submit to the database.
 
 JOBS.jsonl, one job a line: ``{"task": "examples/x/task.py" | "L1/12" | "rows.jsonl#ID",
 "solution": "path/to/workspace-or-model_new.py", "priority": 0, "tag": "any label",
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -185,6 +188,72 @@ def _print_summary(s: dict) -> None:
               f"overlapping jobs on one device {len(a['overlaps'])}, wrong GPU visibility {len(a['wrong_visibility'])})")
     if s["rejected_lines"]:
         con.print(f"skipped lines: {s['rejected_lines']} (see above)")
+
+
+@pool_group.command("serve")
+@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False),
+              help="the database that clients (PoolEvaluator, Pool(db, backend=None)) submit to.")
+@click.option("--backend", default="local", show_default=True, help="pool back-end: local, ray, or a registered one.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="cuda (default when a GPU is visible) or cpu.")
+@click.option("--gpus", default=None, help="GPUs to use, e.g. 0,1 (default: all visible); cuda only.")
+@click.option("--slots", type=int, default=None, help="CPU slots (device cpu).")
+@click.option("--build-workers", type=int, default=None, help="parallel CPU builders (default from cores and slots).")
+@click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray.")
+@click.option("--job-timeout", type=float, default=None, help="kill a worker whose job runs longer (s).")
+@click.option("--retries", type=int, default=0, show_default=True, help="re-run a job whose worker died.")
+def serve_command(db, backend, device, gpus, slots, build_workers, address, job_timeout, retries):
+    """Serve the queue at --db until SIGINT or SIGTERM: take its lock, run every job any
+    process submits, print the counts when they change.  On a stop, jobs in flight go back to
+    the queue for the next server."""
+    import signal
+    import threading
+
+    from ...cli import _default_device
+    from .pool import Pool
+    from .store import PoolError
+
+    dev = _default_device(device)
+    opts = {"address": address} if address and backend == "ray" else {}
+    try:
+        pool = Pool(db, device=dev, backend=backend, gpus=_gpus(gpus), slots=slots, build_workers=build_workers,
+                    job_timeout=job_timeout, retries=retries, backend_options=opts)
+    except PoolError as e:
+        raise click.UsageError(str(e)) from None
+    stop = threading.Event()
+    got: list[str] = []
+
+    def on_signal(sig, _frame):
+        got.append(signal.Signals(sig).name)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+
+    def say(msg: str) -> None:
+        click.echo(f"{time.strftime('%H:%M:%S')} {msg}")
+
+    done_before = pool.counts()["done"]
+    try:
+        say(f"serving {pool.store.db} on {', '.join(pool.backend.slots())} ({backend} back-end, {dev}, "
+            f"pid {os.getpid()}); SIGINT or SIGTERM stops")
+        if pool.recovered[0] or pool.recovered[1]:
+            say(f"recovered from a previous pool: {len(pool.recovered[0])} re-queued, "
+                f"{len(pool.recovered[1])} given up")
+        last = None
+        while not stop.wait(1.0) and pool.error is None:
+            c = pool.counts()
+            if c != last:
+                say("  ".join(f"{k} {v}" for k, v in c.items()))
+                last = c
+    finally:
+        pool.close()
+    c = pool.counts()
+    if pool.error is not None:
+        click.echo(f"the pool's scheduler stopped: {pool.error}", err=True)
+        sys.exit(1)
+    say(f"stopped ({got[0] if got else 'exit'}); finished while serving: {c['done'] - done_before}, "
+        f"left in the queue for the next server: {c['queued']}; lock released")
 
 
 @pool_group.command("status")

@@ -43,9 +43,12 @@ def job_timeout(o: CheckOptions) -> float:
 
 
 class Pool:
-    """A queue of checks served by a back-end (``local`` or ``ray`` or a registered one)."""
+    """A queue of checks served by a back-end (``local`` or ``ray`` or a registered one).
 
-    def __init__(self, db: str | Path = "pool.sqlite", *, device: str = "cuda", backend: str = "local",
+    ``backend=None`` opens a client: it submits and reads (``wait`` polls the database) while
+    another process serves the queue (``cuda-agent pool serve``); it never starts workers."""
+
+    def __init__(self, db: str | Path = "pool.sqlite", *, device: str = "cuda", backend: str | None = "local",
                  gpus: list[int] | list[str] | int | None = None, slots: int | None = None,
                  build_workers: int | None = None, job_timeout: float | None = None, retries: int = 0,
                  max_restarts: int = 3, keep_snapshots: bool = False, start: bool = True,
@@ -56,12 +59,14 @@ class Pool:
         self.retries = retries
         self.max_restarts = max_restarts
         self.backend_name = backend
-        try:
-            factory = get_backend(backend)
-        except KeyError as e:
-            raise PoolError(str(e.args[0])) from None
-        self.backend: Backend = factory(device=device, gpus=gpus, slots=slots, build_workers=build_workers,
-                                        log_dir=self.store.logs, **(backend_options or {}))
+        self.backend: Backend | None = None
+        if backend is not None:
+            try:
+                factory = get_backend(backend)
+            except KeyError as e:
+                raise PoolError(str(e.args[0])) from None
+            self.backend = factory(device=device, gpus=gpus, slots=slots, build_workers=build_workers,
+                                   log_dir=self.store.logs, **(backend_options or {}))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: str | None = None
@@ -75,6 +80,8 @@ class Pool:
     def start(self) -> "Pool":
         if self._thread is not None:
             return self
+        if self.backend is None:
+            raise PoolError("this Pool is a client (backend=None): it submits and reads, another process serves")
         self.store.acquire()
         try:
             self.backend.start()
@@ -96,7 +103,7 @@ class Pool:
             self._thread.join(timeout=120)
             self._thread = None
             self.store.requeue_in_flight()
-        else:
+        elif self.backend is not None:
             try:
                 self.backend.close()
             except Exception:
@@ -105,6 +112,11 @@ class Pool:
             self.store.stop_run(self._run_id)
             self._run_id = None
         self.store.release()
+
+    @property
+    def error(self) -> str | None:
+        """Why the scheduler thread stopped, if it did (the pool then serves nothing)."""
+        return self._error
 
     def __enter__(self) -> "Pool":
         return self.start()
@@ -152,7 +164,8 @@ class Pool:
 
     def wait(self, ids: Iterable[int] | None = None, timeout: float | None = None,
              on_progress: Callable[[dict[str, int]], None] | None = None, poll: float = 0.25) -> dict[int, CheckResult]:
-        """Block until the jobs (all jobs by default) are done; return their results."""
+        """Block until the jobs (all jobs by default) are done; return their results.  In a
+        process that does not serve the queue, this polls the database that a server fills."""
         idl = None if ids is None else list(ids)
         deadline = None if timeout is None else time.time() + timeout
         while True:
@@ -163,8 +176,9 @@ class Pool:
                 return self.results(idl)
             if self._error is not None:
                 raise PoolError(f"the pool's scheduler stopped: {self._error}")
-            if self._thread is None:
-                raise PoolError("the pool is not running (start() it, or use it as a context manager)")
+            if self._thread is None and not self.store.served():
+                raise PoolError(f"no pool is serving {self.store.db} (start() this one, or run "
+                                f"`cuda-agent pool serve --db {self.store.db}`)")
             if deadline is not None and time.time() > deadline:
                 raise TimeoutError(f"jobs not finished after {timeout} s: {counts}")
             time.sleep(poll)

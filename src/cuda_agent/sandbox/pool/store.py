@@ -120,15 +120,38 @@ class Store:
         """Become the one process that serves this queue (released by the OS if we die)."""
         path = self.db.with_name(self.db.name + ".lock")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise PoolError(f"another pool (pid {other}) is serving {self.db}; one pool per database") from None
+        for attempt in range(20):  # a reader's served() probe holds the lock for microseconds
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt < 19:
+                    time.sleep(0.05)
+                    continue
+                other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise PoolError(f"another pool (pid {other}) is serving {self.db}; one pool per database") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
+
+    def served(self) -> bool:
+        """Whether some process (this one included) holds ``<db>.lock``, i.e. serves the queue."""
+        if self._lock_fd is not None:
+            return True
+        path = self.db.with_name(self.db.name + ".lock")
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         if self._lock_fd is not None:
