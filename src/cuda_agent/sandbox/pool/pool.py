@@ -201,7 +201,7 @@ class Pool:
         # or its own could be written there before the pool reads it) and the other snapshots
         db = self.store.db
         lim = rec.options.limits or Limits()
-        conceal = (*lim.conceal, str(db), f"{db}-wal", f"{db}-shm", str(self.store.root))
+        conceal = (*lim.conceal, str(db), f"{db}-wal", f"{db}-shm", f"{db}.lock", str(self.store.root))
         opts = options_to_dict(replace(rec.options, limits=replace(lim, conceal=conceal)))
         return WorkItem(job=rec.id, task=rec.task.to_dict(), options=opts,
                         solution=rec.snapshot, timeout=limit, snapshot_root=str(root))
