@@ -55,3 +55,16 @@ if [ "$stage" = episode ]; then
   python3 -m cuda_agent.cli solve L1/12 --kernelbench "$CUDA_AGENT_KERNELBENCH" --backend scripted \
     --script examples/l1_12_diag_matmul --device cuda --out "$OUT/episode" 2>&1 | tail -15
 fi
+if [ "$stage" = serve ]; then
+  # checks from a process that never touches the GPU: `cuda-agent pool serve` owns GPU 0, and a
+  # scripted agent episode (L1/12's bundled solution) sends every check to it with --pool-db
+  D=/tmp/pool-serve; rm -rf "$D" /tmp/serve-episode; mkdir -p "$D"
+  python3 -m cuda_agent.cli pool serve --db "$D/pool.sqlite" --device cuda --gpus 0 > "$OUT/serve.log" 2>&1 &
+  SP=$!
+  sleep 3
+  CUDA_VISIBLE_DEVICES= python3 -m cuda_agent.cli solve L1/12 --kernelbench "$CUDA_AGENT_KERNELBENCH" --backend scripted \
+    --script examples/l1_12_diag_matmul --device cuda --pool-db "$D/pool.sqlite" --out /tmp/serve-episode 2>&1 \
+    | tee "$OUT/serve-solve.log" | tail -15
+  python3 -m cuda_agent.cli pool results --db "$D/pool.sqlite" 2>&1 | tee "$OUT/serve-results.txt"
+  kill -TERM $SP; wait $SP; echo "pool serve exited with status $?" | tee -a "$OUT/serve.log"
+fi

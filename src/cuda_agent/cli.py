@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -80,6 +81,17 @@ def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> Non
     if reward_name not in rewards.names():
         raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
     opts = CheckOptions(device=_default_device(device), rules=rules, reward=reward_name, **kw)
+    from .agent.evaluator import POOL_DB_ENV
+
+    db = os.environ.get(POOL_DB_ENV)
+    if db:  # an agent whose checks go to a served pool: the commands in its shell go there too
+        from dataclasses import fields
+
+        from .agent.evaluator import PoolEvaluator
+
+        shallow = {f.name: getattr(opts, f.name) for f in fields(opts)}
+        print_result(PoolEvaluator(db, **shallow).check(task, Path(solution)), as_json)
+        return
     print_result(check(task, solution, opts), as_json)
 
 

@@ -76,13 +76,28 @@ def test_served_queue_real_verdicts_then_sigterm_requeues_and_releases(server, t
     assert [r.outcome for r in recs] == [CHECKED, CHECKED]
     assert {r.slot for r in recs} == {"cpu:0"} and all(r.worker_pid not in (None, os.getpid()) for r in recs)
 
-    # a job in flight when the server is told to stop goes back to the queue
+    # the agent's own `cuda-agent verify` in its shell goes to the same pool (CUDA_AGENT_POOL_DB),
+    # not to a check in the shell, which may see no GPU
+    import shutil
+
+    from cuda_agent.agent.evaluator import POOL_DB_ENV
+    from cuda_agent.sandbox.workspace import create_workspace
+
+    ws = create_workspace(task, db.parent / "ws", device="cpu")
+    shutil.copy(variants["good"] / "model_new.py", ws / "model_new.py")
+    shutil.copytree(variants["good"] / "kernels", ws / "kernels", dirs_exist_ok=True)
+    r = subprocess.run([sys.executable, "-c", "from cuda_agent.cli import main; main()", "verify", str(ws)],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, POOL_DB_ENV: str(db)})
+    assert r.returncode == 0 and "correct   yes" in r.stdout, r.stdout + r.stderr
+    recs = ev.pool.jobs()
+    assert len(recs) == 3 and recs[-1].outcome == CHECKED and recs[-1].result.correct
+
     slow = ev.pool.submit(task, variants["slow"], ev.options)
     wait_for(lambda: ev.pool.job(slow).status == RUNNING, 120, "the slow job running", log)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=150) == 0, log.read_text()
     out = log.read_text()
-    assert "stopped (SIGTERM); finished while serving: 2, left in the queue for the next server: 1; lock released" in out, out
+    assert "stopped (SIGTERM); finished while serving: 3, left in the queue for the next server: 1; lock released" in out, out
     rec = ev.pool.job(slow)
     assert rec.status == QUEUED and rec.restarts == 0 and "re-queued" in rec.note
     assert not Store(db).served()

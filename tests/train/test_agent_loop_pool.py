@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("verl", reason="verl is not installed (pip install 'cuda-agent[train]')")
 
-from cuda_agent.agent.evaluator import PoolEvaluator, SandboxEvaluator  # noqa: E402
+from cuda_agent.agent.evaluator import POOL_DB_ENV, PoolEvaluator, SandboxEvaluator  # noqa: E402
 from cuda_agent.sandbox.pool import Store  # noqa: E402
 
 from .conftest import KERNEL, MODEL_NEW, binding, call  # noqa: E402
@@ -63,8 +63,12 @@ def test_without_pool_db_the_loop_checks_in_process(task, tokenizer, verl_config
     assert entry.pool_db is None
     kw = dict(trainer_config=DictConfigWrap(cfg), server_manager=None, tokenizer=tokenizer, processor=None,
               dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data), tools=ToolListWrap([]))
-    assert isinstance(instantiate(entry, **kw).evaluator("cpu", "strict", "paper"), SandboxEvaluator)
-    ev = instantiate(OmegaConf.merge(entry, {"pool_db": str(tmp_path / "p.sqlite"), "timing": False}),
-                     **kw).evaluator("cpu", "kernelbench", "paper")
+    plain = instantiate(entry, **kw)
+    assert isinstance(plain.evaluator("cpu", "strict", "paper"), SandboxEvaluator)
+    assert POOL_DB_ENV not in plain.agent_config("cpu").env
+    pooled = instantiate(OmegaConf.merge(entry, {"pool_db": str(tmp_path / "p.sqlite"), "timing": False}), **kw)
+    # the agent's shell sends its own compile/verify/profile to the same pool
+    assert pooled.agent_config("cpu").env[POOL_DB_ENV] == str((tmp_path / "p.sqlite").resolve())
+    ev = pooled.evaluator("cpu", "kernelbench", "paper")
     assert isinstance(ev, PoolEvaluator) and ev.pool.store.db == (tmp_path / "p.sqlite").resolve()
     assert (ev.options.rules, ev.options.timing, ev.timeout) == ("kernelbench", False, 7200.0)

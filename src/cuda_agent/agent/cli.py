@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from ..tasks import Task, TaskError
-from .evaluator import PoolEvaluator, SandboxEvaluator, rank
+from .evaluator import POOL_DB_ENV, PoolEvaluator, SandboxEvaluator, rank
 from .llm import BackendConfigError, backend_names, make_backend
 from .loop import EVAL_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
 
@@ -133,7 +133,7 @@ def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, 
     evaluator = (PoolEvaluator(pool_db, device=dev, rules=rules, reward=reward_name) if pool_db else
                  SerialEvaluator(SandboxEvaluator(device=dev, rules=rules, reward=reward_name)))
     config = AgentConfig(budget=Budget(max_turns=max_turns, context_tokens=context_tokens, wall_time_s=wall_time),
-                         device=dev)
+                         device=dev, env={POOL_DB_ENV: str(Path(pool_db).resolve())} if pool_db else {})
 
     def attempt(k: int) -> EpisodeResult:
         be = first if (k == 0 or backend == "hf") else make_backend(backend, **opts)

@@ -38,6 +38,11 @@ class SandboxEvaluator:
         return check(task, solution_dir, self.options)
 
 
+POOL_DB_ENV = "CUDA_AGENT_POOL_DB"
+"""Set in the agent's shell when its checks go to a pool: ``cuda-agent compile/verify/profile``
+there submit to the same pool instead of checking in the shell (which may see no GPU)."""
+
+
 class PoolEvaluator:
     """Check through the pool at ``db``, served by another process (``cuda-agent pool serve``).
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from ..agent.evaluator import Evaluator, PoolEvaluator, SandboxEvaluator
+from ..agent.evaluator import POOL_DB_ENV, Evaluator, PoolEvaluator, SandboxEvaluator
 from ..agent.llm.base import BackendError, Reply, Usage
 from ..agent.llm.text_format import parse_reply
 from ..agent.loop import TRAIN_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
@@ -209,7 +209,8 @@ class CudaAgentLoop(AgentLoopBase):
         budget = Budget(max_turns=self.max_turns, wall_time_s=self.wall_time_s,
                         context_tokens=self.prompt_length + self.response_length - 1,
                         keep_recent_tool_outputs=1 << 30)  # never shorten: the stream is append-only
-        return AgentConfig(budget=budget, device=device, bash_timeout_s=self.bash_timeout_s)
+        env = {POOL_DB_ENV: str(Path(self.pool_db).resolve())} if self.pool_db else {}
+        return AgentConfig(budget=budget, device=device, bash_timeout_s=self.bash_timeout_s, env=env)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = dict(kwargs.get("extra_info") or {})
