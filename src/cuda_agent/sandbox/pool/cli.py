@@ -39,6 +39,27 @@ def _gpus(spec: str | None) -> list[str] | None:
     return [g.strip() for g in spec.split(",") if g.strip()]
 
 
+def _options(*opts):
+    def apply(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return apply
+
+
+_workers = _options(  # where and how the pool runs its jobs (run and serve)
+    click.option("--backend", default="local", show_default=True, help="pool back-end: local, ray, or a registered one."),
+    click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+                 help="cuda (default when a GPU is visible) or cpu."),
+    click.option("--gpus", default=None, help="GPUs to use, e.g. 0,1 (default: all visible); cuda only."),
+    click.option("--slots", type=int, default=None, help="CPU slots (device cpu)."),
+    click.option("--build-workers", type=int, default=None, help="parallel CPU builders (default from cores and slots)."),
+    click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray."))
+_limits = _options(
+    click.option("--job-timeout", type=float, default=None, help="kill a worker whose job runs longer (s)."),
+    click.option("--retries", type=int, default=0, show_default=True, help="re-run a job whose worker died."))
+
+
 @click.group("pool")
 def pool_group() -> None:
     """Evaluate many candidates at once: one job per GPU (or CPU slot), builds in parallel,
@@ -49,13 +70,7 @@ def pool_group() -> None:
 @click.argument("jobs_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False),
               help="the pool's database (results, queue); reuse it to resume.")
-@click.option("--backend", default="local", show_default=True, help="pool back-end: local, ray, or a registered one.")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
-              help="cuda (default when a GPU is visible) or cpu.")
-@click.option("--gpus", default=None, help="GPUs to use, e.g. 0,1 (default: all visible); cuda only.")
-@click.option("--slots", type=int, default=None, help="CPU slots (device cpu).")
-@click.option("--build-workers", type=int, default=None, help="parallel CPU builders (default from cores and slots).")
-@click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray.")
+@_workers
 @click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
 @click.option("--reward", "reward_name", default="paper", show_default=True)
 @click.option("--n-sets", default=5, show_default=True, help="random input sets for verification.")
@@ -63,8 +78,7 @@ def pool_group() -> None:
 @click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
 @click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
               help="KernelBench dataset for L<level>/<id> task references.")
-@click.option("--job-timeout", type=float, default=None, help="kill a worker whose job runs longer (s).")
-@click.option("--retries", type=int, default=0, show_default=True, help="re-run a job whose worker died.")
+@_limits
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
               help="write every job's record (with its CheckResult) and the summary to this file.")
 @click.option("--quiet", is_flag=True, help="no progress bar.")
@@ -193,15 +207,8 @@ def _print_summary(s: dict) -> None:
 @pool_group.command("serve")
 @click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False),
               help="the database that clients (PoolEvaluator, Pool(db, backend=None)) submit to.")
-@click.option("--backend", default="local", show_default=True, help="pool back-end: local, ray, or a registered one.")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
-              help="cuda (default when a GPU is visible) or cpu.")
-@click.option("--gpus", default=None, help="GPUs to use, e.g. 0,1 (default: all visible); cuda only.")
-@click.option("--slots", type=int, default=None, help="CPU slots (device cpu).")
-@click.option("--build-workers", type=int, default=None, help="parallel CPU builders (default from cores and slots).")
-@click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray.")
-@click.option("--job-timeout", type=float, default=None, help="kill a worker whose job runs longer (s).")
-@click.option("--retries", type=int, default=0, show_default=True, help="re-run a job whose worker died.")
+@_workers
+@_limits
 def serve_command(db, backend, device, gpus, slots, build_workers, address, job_timeout, retries):
     """Serve the queue at --db until SIGINT or SIGTERM: take its lock, run every job any
     process submits, print the counts when they change.  On a stop, jobs in flight go back to
