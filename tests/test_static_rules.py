@@ -481,7 +481,7 @@ PY_ATTACKS = [
     ("py-forbidden-import", "import threading # <-"),
     ("py-forbidden-import", "from inspect import currentframe # <-"),
     ("py-forbidden-import", "import ctypes # <-"),
-    ("py-forbidden-import", "import time # <-"),
+    ("py-forbidden-import", "import timeit # <-"),
     ("py-forbidden-import", "from cuda_agent.sandbox import compare # <-"),
     ("py-import-not-allowed", "import random # <-"),
     ("py-foreign-compute", "import numpy as np # <-"),

@@ -10,6 +10,7 @@ through the same cache and loaded.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -33,7 +34,22 @@ def load(path: str | None = None, device: str | None = None) -> object:
             so = res.so_path
         torch.ops.load_library(so)
         _loaded = so
-    return torch.ops.kernels
+    hook = sys.modules.get("cuda_agent.sandbox.inline_hook")  # in the evaluator's runner: count calls
+    return _Counted(torch.ops.kernels, hook) if hook is not None else torch.ops.kernels
+
+
+class _Counted:
+    """``torch.ops.kernels`` whose ops count their calls (the result says whether the solution's
+    own kernels ran during forward)."""
+
+    def __init__(self, ns: object, hook) -> None:
+        self._ns, self._hook, self._ops = ns, hook, {}
+
+    def __getattr__(self, name: str):
+        op = self._ops.get(name)
+        if op is None:
+            op = self._ops[name] = self._hook.counted(getattr(self._ns, name), f"kernels.{name}")
+        return op
 
 
 def __getattr__(name: str):

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import reward as rewards
 from ..tasks import Task, TaskError, validate_source
-from . import baselines, inputs, roofline
+from . import baselines, inline_build, inputs, roofline
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import label
@@ -150,7 +150,7 @@ def _package_files() -> list[Path]:
     """What the candidate's process runs or builds against: the runner and its imports, the
     extension loader and the binding infrastructure (patched, they would fool later checks)."""
     here = Path(__file__).resolve().parent
-    names = ("__init__.py", "runner.py", "timing.py", "guards.py", "results.py", "inputs.py")
+    names = ("__init__.py", "runner.py", "timing.py", "guards.py", "results.py", "inputs.py", "inline_hook.py")
     return sorted([here / n for n in names] + [here.parent / "__init__.py", here.parent / "ext.py"]
                   + [p for p in (here / "infra").iterdir() if p.is_file()])
 
@@ -205,27 +205,79 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
 
 
 class _Reference:
-    """The reference model in the judge: outputs (and float64 outputs) for any seed."""
+    """The reference model in the judge: outputs (and float64 outputs) for any seed.
 
-    def __init__(self, task: Task, device: str, init_seed: int) -> None:
+    Built as KernelBench builds both models: the seed before ``get_init_inputs()`` and again
+    before the constructor, so a ModelNew constructed the same way holds the same weights.
+    The float64 "truth" comes from a float64 copy of the model, or where that cannot run (a
+    module kept by a lambda stays FP32 after ``.double()``) from the model rebuilt under a
+    float64 default dtype with the same weights; ``route`` says which, or why neither ran."""
+
+    def __init__(self, task: Task, device: str, init_seed: int, inputs_on_cpu: bool = False) -> None:
         import torch
 
         self.device = device
+        self.init_seed = init_seed
+        self.on_device = not inputs_on_cpu
         self.mod = _module_from_source(task.source, f"cuda_agent_task_{task.sha}")
-        torch.manual_seed(init_seed)
-        self.model = self.mod.Model(*self.mod.get_init_inputs()).to(device)
+        self.model = _construct(self.mod, init_seed).to(device)
         self.model64 = _float64_twin(self.model)
+        self.route = "float64 copy" if self.model64 is not None else ""
+        if self.model64 is None:
+            self._rebuild64("the model cannot be copied")
+
+    def _rebuild64(self, why: str) -> None:
+        import torch
+
+        old = torch.get_default_dtype()
+        try:
+            torch.set_default_dtype(torch.float64)
+            m64 = _construct(self.mod, self.init_seed)
+            m64.load_state_dict(self.model.state_dict())
+            self.model64, self.route = m64.to(self.device).double(), "float64 rebuild"
+        except Exception as e:  # noqa: BLE001 - said in the result, never silently
+            self.model64, self.route = None, f"unavailable: {why}; rebuilt in float64: {type(e).__name__}: {e}"[:300]
+        finally:
+            torch.set_default_dtype(old)
 
     def outputs(self, seed: int, mod=None) -> tuple[list, list | None, int]:
         """(outputs, float64 outputs or None, input bytes) for the inputs of ``seed``."""
         import torch
 
         with torch.no_grad():
-            xs = _inputs(mod or self.mod, seed, self.device)
+            xs = inputs.draw(mod or self.mod, seed, self.device, on_device=self.on_device)
             nbytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
             outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(self.model(*xs))]
-            r64 = _run64(self.model64, xs) if self.model64 is not None else None
+            r64 = None
+            if self.model64 is not None:
+                try:
+                    r64 = _run64(self.model64, xs)
+                except Exception as e:  # noqa: BLE001
+                    if self.route == "float64 copy":
+                        self._rebuild64(f"the float64 copy failed ({type(e).__name__}: {str(e)[:120]})")
+                        return self.outputs(seed, mod)
+                    self.model64, self.route = None, f"unavailable: the float64 rebuild failed: {e}"[:300]
         return outs, r64, nbytes
+
+
+def _construct(mod, seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    init = mod.get_init_inputs()
+    torch.manual_seed(seed)
+    return mod.Model(*init)
+
+
+KERNELBENCH_SEED = 42
+
+
+def kernelbench_trial_seeds(n: int) -> list[int]:
+    """KernelBench's per-trial input seeds: drawn from a generator seeded with 42."""
+    import torch
+
+    g = torch.Generator().manual_seed(KERNELBENCH_SEED)
+    return [int(torch.randint(0, 2**32 - 1, (1,), generator=g).item()) for _ in range(n)]
 
 
 def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) -> None:
@@ -269,26 +321,32 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         if b.so_path:  # the runner loads its own copy: the build cache can stay hidden from it
             ext = job_dir / "extension.so"
             shutil.copy2(b.so_path, ext)
-        init_seed = secrets.randbits(31) if o.seed is None else o.seed
+        # kernelbench: its protocol (seed 42 before each constructor, no weight copy, its trial
+        # seeds, inputs drawn on the CPU); strict: a fresh seed, ModelNew constructed after it like
+        # the reference, the reference's weights copied by name only if the seeded one fails
+        kb = o.rules == "kernelbench"
+        init_seed = KERNELBENCH_SEED if kb else (secrets.randbits(31) if o.seed is None else o.seed)
         job = {"device": o.device, "task_file": str(task_file), "solution_file": str(sol_file.resolve()),
                "solution_dir": str(sol_dir.resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
                "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew",
+               "weights": "seeded", "inputs_on_cpu": kb,
                "gpu_mem_fraction": getattr(o.limits, "gpu_memory_fraction", None)}
         (job_dir / "job.json").write_text(json.dumps(job))
         env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        ref = _Reference(task, o.device, init_seed)
+        ref = _Reference(task, o.device, init_seed, inputs_on_cpu=kb)
         torch.save(ref.model.state_dict(), job_dir / "weights.pt")
         watched = _digest_files(_package_files() + [task_file, job_dir / "weights.pt", job_dir / "job.json"]
                                 + ([ext] if ext else []))
         runner = RunnerProcess(job_dir / "job.json", env=env, **({"limits": o.limits} if o.limits is not None else {}))
+        runner.on_build = lambda req: inline_build.serve(req, o.device, job_dir, o.build_timeout)
         res.isolation = getattr(runner, "isolation", "")
         res.warnings += list(getattr(runner, "warnings", []))
 
         rng = secrets.SystemRandom() if o.seed is None else __import__("random").Random(o.seed)
-        seeds = [rng.randrange(1, 2**31) for _ in range(o.n_sets)]
+        seeds = kernelbench_trial_seeds(o.n_sets) if kb else [rng.randrange(1, 2**31) for _ in range(o.n_sets)]
         expected = {}
         set_bytes = 0
         for s in seeds:
@@ -317,6 +375,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 fail(rep.get("stage", "forward"), rep["error"], vs, rep.get("exploit_class"),
                      "shape" if inputs_file else "main")
                 return None
+            if not inputs_file:
+                res.custom_calls = sum(rep.get("custom_calls", {}).values())
             return rep
 
         try:
@@ -324,18 +384,26 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         except RunnerDied as e:
             return fail(e.stage, str(e))
         res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
+        res.extensions = rep.get("extensions", [])
         lap("start")
+        failed = [x for x in res.extensions if not x.get("ok")]
         if not rep["ok"]:
+            if failed:  # the extension did not build: a compile failure, as KernelBench counts it
+                res.compiled = False
             return fail(rep.get("stage", "load"), rep["error"])
-        if run(seeds) is None:
-            return
+        if failed:
+            res.warnings.append("extension " + ", ".join(repr(x["name"]) for x in failed) + " failed to build or "
+                                "load and the solution carried on without it (a caught error: whatever runs now is "
+                                "its fallback)")
+        res.weights = "seeded"
         stats = {"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0}
 
         def judge(seed: int, exp, what: str, rnd: str) -> bool:
             f = job_dir / f"out_{seed}.pt"
             outs = torch.load(f, weights_only=True, map_location=o.device)
             f.unlink()
-            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor)
+            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor,
+                          protocol="kernelbench" if kb else "evaluator")
             stats["abs"], stats["rel"] = max(stats["abs"], cmp.max_abs_err), max(stats["rel"], cmp.max_rel_err)
             if cmp.precision_ratio is not None:
                 stats["ratio"] = max(stats["ratio"] or 0.0, cmp.precision_ratio)
@@ -350,21 +418,57 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             stats["tol"] = (cmp.atol, cmp.rtol)
             return True
 
-        digests = {_first_output_digest(job_dir / f"out_{s}.pt") for s in seeds}
-        if len(seeds) > 1 and len(digests) == 1 and _refs_differ([expected[s][0] for s in seeds]):
-            v = Violation("output-ignores-input", "the output is bit-identical for every input set while the "
-                          "reference's changes: the result does not depend on the inputs (cached or hard-coded)",
-                          "", exploit_class=7)
-            res.violations.append(v)
-            return fail("compare", v.message, [v], 7)
-        for k, s in enumerate(seeds):
-            if not judge(s, expected[s], f"input set {k + 1}/{len(seeds)}", "main"):
+        def main_round() -> bool:
+            if run(seeds) is None:
+                return False
+            digests = {_first_output_digest(job_dir / f"out_{s}.pt") for s in seeds}
+            if len(seeds) > 1 and len(digests) == 1 and _refs_differ([expected[s][0] for s in seeds]):
+                v = Violation("output-ignores-input", "the output is bit-identical for every input set while the "
+                              "reference's changes: the result does not depend on the inputs (cached or hard-coded)",
+                              "", exploit_class=7)
+                res.violations.append(v)
+                fail("compare", v.message, [v], 7)
+                return False
+            return all(judge(s, expected[s], f"input set {k + 1}/{len(seeds)}", "main") for k, s in enumerate(seeds))
+
+        if not main_round():
+            # strict: a ModelNew whose parameters do not come out of the seed as the reference's
+            # (declared uninitialised, created in another order) gets the reference's weights by
+            # name and one more round; one that renames or pre-folds them passed seeded already
+            wrong = res.verdict is not None and res.verdict.stage == "compare" and res.verdict.exploit_class in (None, 6)
+            if kb or not wrong or res.violations:
                 return
+            try:
+                rep = runner.request({"cmd": "copy_weights"}, o.verify_timeout)
+            except RunnerDied as e:
+                return fail(e.stage, str(e))
+            if not rep.get("ok") or not rep.get("copied"):
+                return
+            seeded_error = res.error
+            res.verdict, res.error = None, None
+            stats.update({"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0})
+            res.weights = f"seeded, then copied by name ({len(rep['copied'])})"
+            for f in job_dir.glob("out_*.pt"):
+                f.unlink()
+            if not main_round():
+                res.error = res.verdict.error = f"{res.error} (with the reference's weights copied by name; " \
+                                                f"seeded it failed too: {seeded_error})"
+                return
+        res.precision_route = ref.route
+        if ref.route.startswith("unavailable") and any(
+                isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in expected[seeds[0]][0]):
+            res.warnings.append(f"the precision-honesty check did not run: the float64 reference is {ref.route}")
+        if not kb and not res.custom_calls and not _uncounted_kernels(sol_file):
+            v = Violation("no-custom-code", "forward ran none of the solution's own code (no extension function, "
+                          "workspace op or Triton kernel was called): the output came from torch alone "
+                          "(rules: strict)", "", exploit_class=1)
+            res.violations.append(v)
+            return fail("compare", v.message, [v], 1)
         lap("verify")
 
         # 2b. extra round: other sizes where the task allows them, always fresh seeds
         last_round = "main"
-        if o.extra_round and not res.violations:
+        if o.extra_round and not kb and not res.violations:  # KernelBench's sizes are the problem's
             extra = [rng.randrange(1, 2**31) for _ in range(2)]
             variant_file, desc, exp2 = None, "the same sizes", None
             for d, src in size_variants(task.source):
@@ -481,6 +585,21 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         lap("baselines")
 
 
+UNCOUNTED_LANGUAGES = ("cupy", "tilelang", "cutlass", "numba")
+
+
+def _uncounted_kernels(sol_file: Path) -> bool:
+    """The solution launches kernels in a language whose calls the runner does not count (CuPy's
+    RawKernel is a C type): the strict no-custom-code rule cannot judge it."""
+    import re
+
+    try:
+        text = sol_file.read_text(errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"^\s*(import|from)\s+(" + "|".join(UNCOUNTED_LANGUAGES) + r")\b", text, re.M))
+
+
 def _first_output_digest(f: Path) -> str:
     import torch
 
@@ -521,16 +640,16 @@ def _float64_twin(model):
         return None
 
 
-def _run64(model64, xs) -> list | None:
-    """Outputs of the float64 twin on upcast inputs; None when the task cannot run in float64."""
+def _run64(model64, xs) -> list:
+    """Outputs of the float64 twin on upcast inputs (raises when the task cannot run so)."""
     import torch
 
     low = (torch.float32, torch.float16, torch.bfloat16)
-    try:
-        xs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype in low else x for x in xs]
-        return [r.detach() if isinstance(r, torch.Tensor) else r for r in _flatten(model64(*xs64))]
-    except Exception:
-        return None
+    xs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype in low else x for x in xs]
+    outs = [r.detach() if isinstance(r, torch.Tensor) else r for r in _flatten(model64(*xs64))]
+    if any(isinstance(r, torch.Tensor) and r.is_floating_point() and r.dtype != torch.float64 for r in outs):
+        raise TypeError("an output stayed in reduced precision (part of the model was not converted)")
+    return outs
 
 
 def rotation_sets(set_bytes: int, device: str) -> int:

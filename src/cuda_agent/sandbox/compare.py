@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
+# KernelBench's protocol (--rules kernelbench): torch.allclose against the FP32 reference at
+# these tolerances (its pinned commit; its v0/v0.1 results used 1e-2 for fp32: --tolerance)
+KERNELBENCH_TOLERANCES = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
 # dtype -> (atol, rtol); float32 matches KernelBench / the CUDA Agent harness (1e-2)
 TOLERANCES = {
     torch.float64: (1e-5, 1e-5),
@@ -42,14 +46,24 @@ class Comparison:
     precision_ratio: float | None = None
 
 
-def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
-    a, r = TOLERANCES.get(dtype, (0.0, 0.0))
+def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None,
+               protocol: str = "evaluator") -> tuple[float, float]:
+    if protocol == "kernelbench":
+        t = KERNELBENCH_TOLERANCES.get(dtype, 0.0)
+        a, r = (t, t) if dtype.is_floating_point else (0.0, 0.0)
+    else:
+        a, r = TOLERANCES.get(dtype, (0.0, 0.0))
     return (a if atol is None else atol, r if rtol is None else rtol)
 
 
 def compare(outs: list, refs: list, atol: float | None = None, rtol: float | None = None,
-            refs64: list | None = None, precision_factor: float | None = PRECISION_FACTOR) -> Comparison:
-    """``refs64``: the same reference run in float64.  For float32/float16/bfloat16 outputs it
+            refs64: list | None = None, precision_factor: float | None = PRECISION_FACTOR,
+            protocol: str = "evaluator") -> Comparison:
+    """``protocol="kernelbench"``: an output passes where KernelBench's ``torch.allclose`` against
+    the FP32 reference passes, at its tolerances; beyond that only the named hacks fail (NaN,
+    outputs such as zeros that pass only where true values are tiny, reduced precision).
+
+    ``refs64``: the same reference run in float64.  For float32/float16/bfloat16 outputs it
     is the truth the candidate is compared with, and ``atol`` grows to twice the reference's
     own worst error against it, so an honest kernel is never failed for rounding the
     reference also does (cancellation near zero; a library choosing a cruder algorithm at
@@ -71,7 +85,7 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
                               max_abs, max_rel, *used)
         if a.dtype != b.dtype:
             return Comparison(False, f"{name} has dtype {a.dtype}, expected {b.dtype}", max_abs, max_rel, *used)
-        at, rt = tolerances(b.dtype, atol, rtol)
+        at, rt = tolerances(b.dtype, atol, rtol, protocol)
         used = (at, rt)
         if not (b.is_floating_point() or b.is_complex()):
             if not torch.equal(a, b):
@@ -88,6 +102,12 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
             n = int((~a_fin).sum())
             return Comparison(False, f"{name} has {n} NaN/Inf values (elements a kernel leaves unwritten are "
                                      f"NaN-poisoned during verification)", max_abs, max_rel, at, rt, 6)
+        if protocol == "kernelbench" and not torch.allclose(a, b, atol=at, rtol=rt):
+            d = (a.double() - b.double()).abs()
+            n = int((d > at + rt * b.double().abs()).sum())
+            return Comparison(False, f"{name}: {n} of {b.numel()} elements differ from the FP32 reference beyond "
+                                     f"allclose(atol={at:g}, rtol={rt:g}) (KernelBench's protocol); max abs "
+                                     f"difference {float(d.max()):.3g}", float(d.max()), max_rel, at, rt)
         a64, b64 = a.double(), b.double()
         r64 = refs64[i] if refs64 is not None and i < len(refs64) else None
         own_l2 = None
@@ -97,15 +117,16 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
             r64_norm = float(r64.norm())
             if b.dtype == torch.float32 and r64_norm > 0:  # precision honesty: FP32 tasks only
                 own_l2 = float((b64 - r64).norm()) / r64_norm
-            at = max(at, 2.0 * own)
-            b64 = r64
+            if protocol != "kernelbench":  # there the FP32 reference is the measure, as KernelBench's
+                at = max(at, 2.0 * own)
+                b64 = r64
             used = (at, rt)
         diff = (a64 - b64).abs()
         ma = float(diff.max()) if diff.numel() else 0.0
         mr = float((diff / b64.abs().clamp_min(1e-12)).max()) if diff.numel() else 0.0
         max_abs, max_rel = max(max_abs, ma), max(max_rel, mr)
         bad = diff > (at + rt * b64.abs())
-        if bool(bad.any()):
+        if protocol != "kernelbench" and bool(bad.any()):
             n = int(bad.sum())
             idx = tuple(int(j) for j in torch.nonzero(bad)[0])
             return Comparison(False, f"{name}: {n} of {b.numel()} elements outside atol={at:g}, rtol={rt:g}; "
@@ -114,11 +135,14 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
         ref_norm = float(b64.norm())
         if ref_norm > 0:
             rel_l2 = float((a64 - b64).norm()) / ref_norm
-            if rel_l2 > rt:
+            # never below what the FP32 reference itself misses by (cancellation-heavy outputs)
+            if rel_l2 > max(rt, (precision_factor or 1.0) * (own_l2 or 0.0)):
                 return Comparison(False, f"{name}: relative L2 error {rel_l2:.3g} exceeds {rt:g} although each "
                                          f"element is within atol (outputs such as zeros where the true values "
                                          f"are small do not pass)", max_abs, max_rel, at, rt, 6)
             if own_l2 is not None and precision_factor:
+                if protocol == "kernelbench":  # measured against the float64 truth all the same
+                    rel_l2 = float((a64 - r64).norm()) / float(r64.norm())
                 base = max(own_l2, PRECISION_FLOOR)
                 r = rel_l2 / base
                 ratio = r if ratio is None else max(ratio, r)

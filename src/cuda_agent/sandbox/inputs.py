@@ -23,12 +23,13 @@ def to_device(x: Any, device: str) -> Any:
     return x
 
 
-def draw(mod: Any, seed: int, device: str) -> list:
-    """``mod.get_inputs()`` for ``seed``, on ``device``."""
+def draw(mod: Any, seed: int, device: str, on_device: bool = True) -> list:
+    """``mod.get_inputs()`` for ``seed``, on ``device``.  ``on_device=False`` draws on the CPU
+    and moves the tensors, as KernelBench's harness does (its values, not only its shapes)."""
     import torch
 
     torch.manual_seed(seed)
-    if device.startswith("cuda"):
+    if device.startswith("cuda") and on_device:
         try:
             with torch.device(device):
                 xs = mod.get_inputs()

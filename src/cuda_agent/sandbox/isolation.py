@@ -189,6 +189,10 @@ class Plan:
     """Every mount read-only, recursively; only the rw exposures and /dev/shm stay writable."""
     tmpdir: str | None = None
     """``TMPDIR`` of the command: a directory inside the (writable) job directory."""
+    private_tmp: bool = False
+    """Bind ``tmpdir`` over ``/tmp``: the command sees a private, writable, empty ``/tmp``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables for the command: home and tool caches inside the job (``scratch_env``)."""
     mask: list[str] = field(default_factory=list)
     """Files with ``/dev/null`` bound over them."""
     shm: str | None = None
@@ -210,7 +214,32 @@ class Plan:
     def to_json(self) -> str:
         d = asdict(self)
         d.pop("warnings")
+        d.pop("env")  # passed in the command's environment (process.py), not to the launcher
         return json.dumps(d)
+
+
+SCRATCH_DIRS = {
+    # variable -> directory under the job's home: every tool that caches or builds on its own
+    # (torch's load_inline, Triton, CuPy, numba, inductor) writes into the job, which the
+    # candidate owns alone and which is deleted with it; nothing is shared with another job
+    "HOME": ".",
+    "XDG_CACHE_HOME": ".cache",
+    "TORCH_EXTENSIONS_DIR": ".cache/torch_extensions",
+    "TRITON_CACHE_DIR": ".triton/cache",
+    "CUPY_CACHE_DIR": ".cupy/kernel_cache",
+    "NUMBA_CACHE_DIR": ".cache/numba",
+    "TORCHINDUCTOR_CACHE_DIR": ".cache/torchinductor",
+}
+
+
+def scratch_env(job_dir: Path) -> dict[str, str]:
+    """The job's private home and caches (created here, on the judge's side), and ``TMPDIR``."""
+    home = job_dir / "home"
+    env = {k: str(home / d) for k, d in SCRATCH_DIRS.items()}
+    env["TMPDIR"] = str(job_dir / "tmp")
+    for d in env.values():
+        Path(d).mkdir(parents=True, exist_ok=True)
+    return env
 
 
 def _under(p: Path, root: Path) -> bool:
@@ -250,6 +279,7 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     except (OSError, ValueError):
         job = {}
     plan = Plan(rlimits={"core": 0, "fsize": int(limits.file_size_bytes)})
+    plan.env = scratch_env(job_dir)
     pr = probe() if limits.isolate else Probe([])
     wanted = ["pid", "mnt"] + ([] if limits.network else ["net"])
     plan.namespaces = [n for n in ("net", "pid", "mnt") if n in wanted and n in pr.namespaces]
@@ -309,7 +339,12 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     # private /dev/shm are the only places it writes
     plan.root_readonly = True
     plan.expose = expose
-    plan.tmpdir = str(job_dir / "tmp")
+    plan.tmpdir = plan.env["TMPDIR"]
+    # a private /tmp: solutions build in /tmp/<dir> (load_inline's build_directory, tempfile),
+    # and must neither see nor leave anything for another job.  Not when the job itself lives
+    # in /tmp (no /dev/shm here): the job directory would vanish under its own bind.
+    tmp = Path("/tmp").resolve()
+    plan.private_tmp = tmp.is_dir() and not _under(job_dir, tmp)
     return plan
 
 
@@ -413,6 +448,10 @@ def _setup_mounts(plan: dict) -> None:
     for path, mode in plan["expose"]:
         if os.path.exists(path):
             held.append((os.open(path, os.O_PATH | os.O_CLOEXEC), path, mode))
+    tmp_fd = -1
+    if plan.get("private_tmp") and plan.get("tmpdir"):  # reached before /dev/shm (holding the job) is hidden
+        os.makedirs(plan["tmpdir"], exist_ok=True)
+        tmp_fd = os.open(plan["tmpdir"], os.O_PATH | os.O_CLOEXEC)
     for p in plan["readonly"]:
         if os.path.isdir(p):
             _make_readonly(p)
@@ -420,6 +459,13 @@ def _setup_mounts(plan: dict) -> None:
         shm = h == plan.get("shm")
         opts = f"size={plan['shm_bytes']},mode=1777" if shm else "size=1m,mode=755"
         _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    if tmp_fd >= 0:
+        # the job's tmp (writable, reached through the held job directory) over /tmp; what was
+        # exposed under /tmp (a solution in /tmp/ws) is bound back below like under a hidden dir
+        _mount(f"/proc/self/fd/{tmp_fd}", "/tmp", None, MS_BIND)
+        _remount_ro("/tmp", False)
+        os.close(tmp_fd)
+        hide = hide + ["/tmp"]
     held.sort(key=lambda h: h[1].rstrip("/").count("/"))  # an enclosing directory first, then what is inside
     for fd, path, mode in held:
         if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide):
@@ -432,7 +478,7 @@ def _setup_mounts(plan: dict) -> None:
         _remount_ro(path, mode == "ro")  # a bind keeps the source's flags: set them both ways
         os.close(fd)
     for h in hide:
-        if h != plan.get("shm"):
+        if h not in (plan.get("shm"), "/tmp"):
             _mount(None, h, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     for f in plan.get("mask", []):
         if os.path.isfile(f):  # /dev/null in its place: reads find nothing, writes vanish

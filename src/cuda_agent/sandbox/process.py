@@ -23,11 +23,13 @@ import tempfile
 import threading
 import time
 from collections import deque
+from typing import Callable
 from pathlib import Path
 
 from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_env, plan_for
 
 F_SETPIPE_SZ = 1031
+MAX_BUILDS = 16
 
 
 class RunnerDied(Exception):
@@ -186,7 +188,7 @@ class RunnerProcess:
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=launcher_env(env), start_new_session=True, cwd=self._job_dir,
+                env=launcher_env({**self.plan.env, **(env or {})}), start_new_session=True, cwd=self._job_dir,
                 pass_fds=(status_w,))
         finally:
             os.close(status_w)
@@ -206,6 +208,9 @@ class RunnerProcess:
         self._lock = threading.Lock()
         self.peak_memory = 0
         self.peak_processes = 0
+        self.on_build: Callable[[dict], dict] | None = None
+        """Answers the runner's build requests (single-file extensions; inline_build.serve)."""
+        self.builds = 0
         threading.Thread(target=self._drain, daemon=True, name="runner-stderr").start()
         threading.Thread(target=self._watch, daemon=True, name="runner-watchdog").start()
 
@@ -309,6 +314,10 @@ class RunnerProcess:
                 if not chunk:
                     raise self._died()
                 self._buf += chunk
+                while (req := self._build_request()) is not None:
+                    t0 = time.monotonic()
+                    self._answer_build(req)
+                    deadline += time.monotonic() - t0  # the judge's build time is not the candidate's
         finally:
             sel.close()
         line, self._buf = self._buf.split(b"\n", 1)
@@ -318,6 +327,36 @@ class RunnerProcess:
             self.kill()
             raise RunnerDied("crash", "the runner's reply was corrupted (something wrote to its protocol "
                                       "channel)") from None
+
+    def _build_request(self) -> dict | None:
+        """The first buffered line if it is a build request (``{"build": {...}}``, sent by the
+        runner's load_inline hook while it imports the solution), taken off the buffer."""
+        if b"\n" not in self._buf or not self._buf.startswith(b'{"build"'):
+            return None
+        line, rest = self._buf.split(b"\n", 1)
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            return None  # not ours: the reply parser reports the corruption
+        if not isinstance(msg, dict) or set(msg) != {"build"}:
+            return None
+        self._buf = rest
+        return msg["build"]
+
+    def _answer_build(self, req: dict) -> None:
+        self.builds += 1
+        if self.on_build is None:
+            rep = {"ok": False, "log": "extensions cannot be built in this process (no build service)"}
+        elif self.builds > MAX_BUILDS:
+            rep = {"ok": False, "log": f"more than {MAX_BUILDS} extension builds in one check"}
+        else:
+            rep = self.on_build(req)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(rep) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the runner is gone: the read loop reports how
 
     def _read_status(self) -> dict:
         if self._status is None:
@@ -405,3 +444,40 @@ class RunnerProcess:
         except OSError:
             pass
         self._status_r = -1
+
+
+def run_contained(argv: list[str], job_file: Path, timeout: float, env: dict[str, str] | None = None,
+                  limits: Limits | None = None, max_output: int = 1 << 20) -> tuple[int | None, str]:
+    """Run a command of ours on untrusted input (a compiler on a candidate's sources and flags)
+    behind the isolation launcher, in ``job_file``'s directory: (exit code or None on timeout,
+    combined output, the last ``max_output`` bytes)."""
+    job_file = Path(job_file)
+    limits = limits or Limits()
+    plan = plan_for(job_file, limits)
+    status_r, status_w = os.pipe()
+    d = json.loads(plan.to_json())
+    d["status_fd"] = status_w
+    cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(d), "--", *argv]
+    out = tempfile.TemporaryFile()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=launcher_env({**plan.env, **(env or {})}), start_new_session=True,
+                                cwd=str(job_file.resolve().parent), pass_fds=(status_w,))
+    finally:
+        os.close(status_w)
+    try:
+        code: int | None = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+        kill_tree(proc.pid)  # not reaped yet: the pid and its group are still this command's
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        os.close(status_r)
+    size = out.seek(0, os.SEEK_END)
+    out.seek(max(0, size - max_output))
+    text = out.read().decode(errors="replace")
+    out.close()
+    return code, text

@@ -132,6 +132,18 @@ class CheckResult(_JSON):
     """What the candidate process ran under (namespaces, limits)."""
     phases: dict[str, float] = field(default_factory=dict)
     """Seconds spent in each stage (build, reference, start, verify, extra, timing, baselines)."""
+    extensions: list[dict] = field(default_factory=list)
+    """Every extension a single-file solution built while it was imported (``load_inline``/``load``):
+    name, ok, cached, seconds, error - a failed build is listed even when the solution caught it."""
+    custom_calls: int | None = None
+    """Calls of the solution's own code (extension functions, workspace ops, Triton kernels) during
+    the verification forwards; 0: only torch ran.  None: not verified."""
+    weights: str = ""
+    """How ModelNew got its parameters: ``seeded`` (constructed after the reference's seed),
+    ``seeded, then copied by name (N)`` (the fallback), ``copied`` (all by name)."""
+    precision_route: str = ""
+    """How the FP32 reference's own error was measured: ``float64 copy``, ``float64 rebuild``, or
+    ``unavailable: why`` (then the precision-honesty check could not run, and a warning says so)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CheckResult":

@@ -31,7 +31,7 @@ from . import timing  # noqa: E402  (timing binds torch.cuda.Event & perf_counte
 
 import torch  # noqa: E402
 
-from . import inputs  # noqa: E402
+from . import inline_hook, inputs  # noqa: E402
 from .guards import StrictGuard  # noqa: E402
 from .results import Violation  # noqa: E402
 
@@ -117,7 +117,7 @@ class Runner:
         self._forwards = 0
 
     def inputs(self, seed: int, source=None) -> list:
-        return inputs.draw(source or self.task, seed, self.device)
+        return inputs.draw(source or self.task, seed, self.device, on_device=not self.job.get("inputs_on_cpu"))
 
     def _reference_forward_patched(self) -> list[Violation]:
         m = getattr(self.task, "Model", None)
@@ -145,42 +145,69 @@ class Runner:
             cls = getattr(sol, cls_name, None)
             if cls is None:
                 return {"ok": False, "stage": "load", "error": f"{Path(job['solution_file']).name} does not define {cls_name}"}
+            inline_hook.count_kernel_languages()
             stage = "init"
+            # as the judge builds the reference (and KernelBench both models): the seed before
+            # get_init_inputs() and again before the constructor
+            seed = int(job.get("init_seed", 0))
+            torch.manual_seed(seed)
             init = self.task.get_init_inputs()
-            torch.manual_seed(int(job.get("init_seed", 0)))
+            torch.manual_seed(seed)
             try:
                 model = cls(*init)
             except TypeError as e:
-                return {"ok": False, "stage": "init",
+                return {"ok": False, "stage": "init", **inline_hook.report(),
                         "error": f"{cls_name}(*get_init_inputs()) failed: {e} (the constructor must take the "
                                  f"same arguments as Model)"}
             model = model.to(self.device)
-            if job.get("weights_file"):
+            if job.get("weights_file") and job.get("weights", "copy") == "copy":
                 stage = "weights"
-                sd = torch.load(job["weights_file"], map_location=self.device, weights_only=True)
-                mine = model.state_dict()
-                missing = [k for k in sd if k not in mine]
-                extra = [k for k in mine if k not in sd]
-                shape = [f"{k}: reference {tuple(sd[k].shape)} vs yours {tuple(mine[k].shape)}"
-                         for k in sd if k in mine and tuple(sd[k].shape) != tuple(mine[k].shape)]
-                if missing or extra or shape:
-                    parts = []
-                    if missing:
-                        parts.append(f"missing in ModelNew: {', '.join(missing[:8])}")
-                    if extra:
-                        parts.append(f"not in the reference: {', '.join(extra[:8])}")
-                    if shape:
-                        parts.append("shape differs: " + "; ".join(shape[:8]))
-                    return {"ok": False, "stage": "weights",
-                            "error": "the reference's weights cannot be loaded into ModelNew: " + " | ".join(parts) +
-                                     " (parameters and buffers must have the reference's names and shapes)"}
-                model.load_state_dict(sd)
+                copied = self._copy_weights(model, strict=True)
+                if isinstance(copied, str):
+                    return {"ok": False, "stage": "weights", "error": copied}
             if job.get("compile"):
                 model = torch.compile(model)
             self.model = model
-            return {"ok": True, "violations": [v.to_dict() for v in _patched() + self._reference_forward_patched()]}
+            return {"ok": True, **inline_hook.report(),
+                    "violations": [v.to_dict() for v in _patched() + self._reference_forward_patched()]}
         except BaseException as e:  # noqa: BLE001 - any failure of untrusted code is a verdict
-            return {"ok": False, "stage": stage, "error": _short_tb(e, self.files)}
+            return {"ok": False, "stage": stage, "error": _short_tb(e, self.files), **inline_hook.report()}
+
+    def _copy_weights(self, model, strict: bool) -> str | list[str]:
+        """Load the reference's parameters and buffers into ``model`` by name: all of them
+        (``strict``: names and shapes must match, else the error text), or those whose name and
+        shape match (the names copied)."""
+        sd = torch.load(self.job["weights_file"], map_location=self.device, weights_only=True)
+        mine = model.state_dict()
+        same = [k for k in sd if k in mine and tuple(sd[k].shape) == tuple(mine[k].shape)]
+        if strict:
+            missing = [k for k in sd if k not in mine]
+            extra = [k for k in mine if k not in sd]
+            shape = [f"{k}: reference {tuple(sd[k].shape)} vs yours {tuple(mine[k].shape)}"
+                     for k in sd if k in mine and tuple(sd[k].shape) != tuple(mine[k].shape)]
+            if missing or extra or shape:
+                parts = []
+                if missing:
+                    parts.append(f"missing in ModelNew: {', '.join(missing[:8])}")
+                if extra:
+                    parts.append(f"not in the reference: {', '.join(extra[:8])}")
+                if shape:
+                    parts.append("shape differs: " + "; ".join(shape[:8]))
+                return ("the reference's weights cannot be loaded into ModelNew: " + " | ".join(parts) +
+                        " (parameters and buffers must have the reference's names and shapes)")
+            model.load_state_dict(sd)
+            return same
+        changed = [k for k in same if not torch.equal(mine[k], sd[k].to(mine[k].dtype))]
+        if changed:
+            model.load_state_dict({k: sd[k] for k in changed}, strict=False)
+        return changed
+
+    def copy_weights(self, cmd: dict) -> dict:
+        """The fallback after a seeded ModelNew failed: the reference's weights by name."""
+        try:
+            return {"ok": True, "copied": self._copy_weights(self.model, strict=False)}
+        except BaseException as e:  # noqa: BLE001
+            return {"ok": False, "stage": "weights", "error": _short_tb(e, self.files)}
 
     def run(self, cmd: dict) -> dict:
         out_dir = Path(cmd["out_dir"])
@@ -195,6 +222,7 @@ class Runner:
             return {"ok": ok, **kw, "violations": [v.to_dict() for v in unique.values()]}
 
         _poison(True)
+        inline_hook.reset(True)
         try:
             for seed in cmd["seeds"]:
                 try:
@@ -243,7 +271,9 @@ class Runner:
                     return reply(False, stage="forward", error=_short_tb(e, self.files))
         finally:
             _poison(False)
-        return reply(True)
+            calls = dict(inline_hook.calls)
+            inline_hook.reset(False)
+        return reply(True, custom_calls=calls)
 
     def time(self, cmd: dict) -> dict:
         try:
@@ -320,6 +350,16 @@ def main() -> None:
         os.environ["CUDA_AGENT_EXTENSION"] = job["extension"]
     if job.get("solution_dir"):
         sys.path.insert(0, job["solution_dir"])
+    def ask(req: dict) -> dict:
+        """A build request to the judge (load_inline in the solution), answered on stdin."""
+        proto.write(json.dumps({"build": req}) + "\n")
+        proto.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise RuntimeError("the evaluator did not answer the extension build request")
+        return json.loads(line)
+
+    inline_hook.install(ask)
     r = Runner(job)
     for line in sys.stdin:
         cmd = json.loads(line)

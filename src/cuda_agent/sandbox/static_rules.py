@@ -84,7 +84,7 @@ R_PY_FRAME = _rule("py-frame-access", 3, "reading frames, tracebacks, function g
 R_PY_STREAM = _rule("py-extra-stream", 10, "extra CUDA streams without a visible join, or changing the current stream")
 R_PY_TIMER = _rule("py-timer", 11, "timing or profiler state read inside the solution")
 R_PY_PROCESS = _rule("py-process-state", 17, "process state: argv, environment, os/sys functions beyond os.path")
-R_PY_FILE = _rule("py-file-access", 16, "opening files")
+R_PY_FILE = _rule("py-file-access", 16, "opening files", STRICT)
 R_PY_DYNAMIC = _rule("py-dynamic-code", 5, "exec/eval/compile/__import__/globals, getattr on modules with computed names")
 R_PY_PATCH = _rule("py-monkeypatch", 5, "assigning to attributes of modules, torch or the reference; global module hooks")
 R_PY_TRY = _rule("py-try-fallback", 1, "try/except in the solution (fallback path)", STRICT)
@@ -936,24 +936,39 @@ def _check_token_paste(unit: CppUnit, units: list[CppUnit], ctx: Context) -> Non
 STRICT_ALLOWED_IMPORTS = frozenset(
     {"torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parameter", "torch.utils.cpp_extension",
      "math", "typing", "typing_extensions", "dataclasses", "functools", "itertools", "operator", "collections",
-     "enum", "abc", "numbers", "__future__", "os", "os.path", "cuda_agent", "cuda_agent.ext", "warnings", "collections.abc"}
+     "enum", "abc", "numbers", "__future__", "os", "os.path", "cuda_agent", "cuda_agent.ext", "warnings", "collections.abc",
+     # kernel languages: the solution writes its kernels in them (the dispatcher guard still sees any torch op)
+     "triton", "triton.language", "cupy", "tilelang", "tilelang.language", "cutlass", "cutlass.cute",
+     # scratch directories for builds (each job has a private /tmp and home)
+     "tempfile", "shutil", "time"}
 )
 FORBIDDEN_IMPORTS: dict[str, int] = {
     "ctypes": 5, "cffi": 5, "subprocess": 17, "socket": 17, "ssl": 17, "http": 17, "urllib": 17, "requests": 17,
     "threading": 10, "_thread": 10, "multiprocessing": 10, "asyncio": 10, "concurrent": 10, "sched": 10,
     "inspect": 3, "gc": 3, "traceback": 3, "tracemalloc": 3, "weakref": 3, "importlib": 5, "builtins": 5,
     "pickle": 5, "marshal": 5, "dill": 5, "cloudpickle": 5, "runpy": 5, "code": 5, "codeop": 5, "atexit": 5,
-    "unittest": 5, "pytest": 5, "time": 11, "timeit": 11, "cProfile": 12, "profile": 12, "pstats": 12,
-    "signal": 18, "resource": 18, "faulthandler": 3, "shutil": 16, "tempfile": 16, "glob": 17, "fcntl": 17, "pty": 17,
+    "unittest": 5, "pytest": 5, "timeit": 11, "cProfile": 12, "profile": 12, "pstats": 12,
+    "signal": 18, "resource": 18, "faulthandler": 3, "glob": 17, "fcntl": 17, "pty": 17,
     "mmap": 3, "cuda_agent.sandbox": 5, "cuda_agent.eval": 5, "cuda_agent.tasks": 3, "model": 1,
 }
-FOREIGN_COMPUTE = frozenset({"numpy", "scipy", "cupy", "triton", "jax", "jaxlib", "tensorflow", "numba", "pycuda", "cuda", "tvm", "tilelang", "cutlass", "flashinfer", "xformers", "flash_attn", "apex", "einops", "transformers", "thunder", "opt_einsum"})
+# libraries whose functions compute for the solution (kernel languages such as Triton or CuPy's
+# RawKernel are the solution's own code and are allowed)
+FOREIGN_COMPUTE = frozenset({"numpy", "scipy", "jax", "jaxlib", "tensorflow", "tvm", "flashinfer", "xformers", "flash_attn", "apex", "einops", "transformers", "thunder", "opt_einsum"})
 TORCH_INTERNAL_PREFIXES = ("torch._C", "torch._dynamo", "torch._inductor", "torch._ops", "torch._prims", "torch._refs", "torch._subclasses", "torch._functorch", "torch._higher_order_ops", "torch._guards", "torch._library", "torch._decomp", "torch._tensor", "torch._VF", "torch.utils._python_dispatch", "torch.overrides", "torch.library", "torch.ops.load_library", "torch.classes", "torch._jit_internal", "torch._utils_internal", "torch._logging", "torch.utils.hooks", "torch.autograd.graph")
 COMPILER_PREFIXES = ("torch.compile", "torch.jit", "torch.fx", "torch.export", "torch.cuda.graphs", "torch.cuda.make_graphed_callables", "torch.cuda.CUDAGraph", "torch.cuda.graph")
 STREAM_PREFIXES = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.Stream", "torch.cuda.streams")
 STREAM_ALWAYS = ("torch.cuda.set_stream", "torch.cuda.StreamContext", "torch.cuda._set_stream_by_id", "torch.cuda.default_stream")
 TIMER_NAMES = ("torch.profiler", "torch.autograd.profiler", "torch.cuda.profiler", "torch.cuda.is_current_stream_capturing", "torch.cuda.Event", "torch.Event", "torch.cuda.nvtx", "torch.cuda.jiterator")
 FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "f_code", "f_builtins", "tb_frame", "tb_next", "gi_frame", "cr_frame", "ag_frame", "__traceback__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__", "_getframe", "_current_frames", "__kwdefaults__", "__defaults__"})
+# In the kernelbench profile (torch allowed, KernelBench's own protocol) the static rules reject
+# hacks, not style: only these imports (frames, raw memory, the evaluator, the reference) count
+KERNELBENCH_FORBIDDEN = frozenset({"ctypes", "cffi", "inspect", "gc", "traceback", "tracemalloc", "faulthandler",
+                                   "builtins", "cuda_agent.sandbox", "cuda_agent.eval", "cuda_agent.tasks", "model"})
+# process state that a single-file solution uses honestly (build directories, TORCH_CUDA_ARCH_LIST)
+OS_SCRATCH = frozenset({"makedirs", "mkdir", "getcwd", "listdir", "scandir", "remove", "unlink", "rmdir", "stat",
+                        "walk", "cpu_count"})
+# ... and what is left of process state in the kernelbench profile: starting or signalling processes
+OS_PROCESS = ("fork", "forkpty", "kill", "killpg", "system", "popen", "exec", "spawn", "posix_spawn", "setsid")
 SYS_OK = frozenset({"version_info", "maxsize", "float_info", "byteorder", "platform", "version", "hexversion"})
 OS_OK = frozenset({"path", "sep", "linesep", "curdir", "pardir", "extsep", "cpu_count", "fspath", "PathLike"})
 LOWP_TORCH = frozenset(f"torch.{d}" for d in LOW_PRECISION_DTYPES | {"float8_e4m3fn", "float8_e5m2"})
@@ -1085,6 +1100,8 @@ def _check_imports(mod: PyModule, ctx: Context) -> None:
             if _is_local(mod, name) or _is_local(mod, name.rpartition(".")[0] or name):
                 continue
             key = _forbidden_key(name)
+            if key is not None and ctx.profile == "kernelbench" and key not in KERNELBENCH_FORBIDDEN:
+                key = None
             if key == "model":
                 ctx.flag(R_PY_REFERENCE, "import of the reference module (model.py): a solution must not use the reference", mod.where(node))
             elif key is not None:
@@ -1132,6 +1149,10 @@ def _check_torch_refs(mod: PyModule, ctx: Context) -> None:
         id(n.func) for n in ast.walk(mod.tree)
         if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == "highest"
     }
+    # os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0" configures a build; reading the environment
+    # (to tell a timing run from a verification) stays off limits in the strict profile
+    env_writes = {id(t.value) for n in ast.walk(mod.tree) if isinstance(n, ast.Assign) for t in n.targets
+                  if isinstance(t, ast.Subscript) and mod.dotted(t.value) == "os.environ"}
     for node, name in _dotted_refs(mod):
         w = mod.where(node)
         if p := _has_prefix(name, TORCH_INTERNAL_PREFIXES):
@@ -1152,9 +1173,24 @@ def _check_torch_refs(mod: PyModule, ctx: Context) -> None:
         attr = rest.split(".")[0] if rest else ""
         if top == "sys" and attr and attr not in SYS_OK:
             rule = R_PY_FRAME if attr in ("_getframe", "_current_frames", "modules", "exc_info", "settrace", "setprofile", "gettrace", "getprofile", "last_traceback") else R_PY_PROCESS
+            if rule == R_PY_PROCESS and ctx.profile == "kernelbench" and attr != "argv":
+                continue  # sys.path, sys.stdout, sys.exit: harmless in the sandbox
             ctx.flag(rule, f"{name}: {'frames and loaded modules' if rule == R_PY_FRAME else 'process state'} are off limits to a solution", w)
-        elif top == "os" and attr and attr not in OS_OK:
-            ctx.flag(R_PY_PROCESS, f"{name}: only os.path is allowed in a solution", w)
+        elif top == "os" and attr and attr not in OS_OK | OS_SCRATCH and id(node) not in env_writes:
+            if ctx.profile != "kernelbench" or attr.startswith(OS_PROCESS):
+                ctx.flag(R_PY_PROCESS, f"{name}: only os.path and scratch directories are allowed in a solution", w)
+
+
+def _is_setting(mod: PyModule, target: ast.AST, dotted: str | None) -> bool:
+    """Assignments that configure rather than patch: ``torch.backends.cudnn.benchmark = True``,
+    ``os.environ["TORCH_CUDA_ARCH_LIST"] = ...``.  The TF32/reduced-precision switches among the
+    backends' settings are the precision rule's business (FP32 tasks)."""
+    if dotted and dotted.startswith("torch.backends.") and not _has_prefix(dotted, LOWP_SWITCHES):
+        return True
+    if isinstance(target, ast.Subscript):
+        base = mod.dotted(target.value) if isinstance(target.value, (ast.Attribute, ast.Name)) else None
+        return base == "os.environ"
+    return False
 
 
 @py_check
@@ -1207,6 +1243,8 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
             for sub in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
                 if isinstance(sub, (ast.Attribute, ast.Subscript)) and (owner := is_module_or_ref(sub)):
                     d = mod.dotted(sub) if isinstance(sub, ast.Attribute) else None
+                    if _is_setting(mod, sub, d):
+                        continue
                     ctx.flag(R_PY_PATCH, f"assignment to {d or owner + '...'}: patching modules or the reference is not allowed", w)
         if isinstance(node, ast.Call):
             f = node.func
@@ -1217,7 +1255,10 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
             if fname in ("setattr", "delattr") and node.args and is_module_or_ref(node.args[0]):
                 ctx.flag(R_PY_PATCH, f"{fname}() on {is_module_or_ref(node.args[0])}: patching modules or the reference is not allowed", w)
             elif fname in ("getattr", "hasattr") and len(node.args) >= 2 and (owner := is_module_or_ref(node.args[0])):
-                if owner.split(".")[0] == "torch" or not isinstance(node.args[1], ast.Constant):
+                constant = isinstance(node.args[1], ast.Constant)
+                # hasattr(torch, "compile") asks about the installed version; a constant getattr is a
+                # plain lookup in the kernelbench profile (torch ops are allowed there anyway)
+                if not constant or (owner.split(".")[0] == "torch" and fname == "getattr" and ctx.profile != "kernelbench"):
                     ctx.flag(R_PY_DYNAMIC, f"{fname}() on {owner}: look names up directly so they can be checked", w)
             elif fname in DYNAMIC_BUILTINS and fname not in shadowed:
                 ctx.flag(R_PY_DYNAMIC, f"{fname}(): dynamic code and namespace access are not allowed in a solution", w)

@@ -1,0 +1,233 @@
+"""Single-file solutions' extensions (``torch.utils.cpp_extension.load_inline`` / ``load``),
+built on the trusted side and reused across checks.
+
+A KernelBench-style ``model_new.py`` builds its kernels when it is imported.  Inside the
+runner that call is intercepted (``inline_hook.py``) and sent to the judge as a *build
+request*: the sources, functions and flags, nothing else.  The judge answers it here:
+
+- the key is the sha256 of everything that determines the library (the request itself, the
+  contents of its include directories, torch/CUDA/Python versions, the GPU architecture), so
+  an edited header or flag is a new build and an unchanged source is a cache hit (~0 s
+  instead of the 20-80 s that torch's JIT build of ``torch/extension.h`` costs);
+- the build itself runs torch's own ``load_inline``/``load`` in a contained process (the
+  sandbox's launcher: no network, read-only tree, only its staging directory writable), since
+  the flags are the candidate's: a ``-fplugin`` or ``-B`` cannot touch the judge;
+- only this side writes the cache (``<cache>/inline/<key>``); the runner, which cannot see
+  the cache, gets a copy of the library in its job directory;
+- a compiler failure is cached too (the same source fails the same way), a timeout is not.
+
+Run as ``python -m cuda_agent.sandbox.inline_build REQUEST.json OUT_DIR`` it is that builder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .build import cache_root
+
+MAX_FILES = 256
+MAX_BYTES = 16 << 20
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+STRINGS = ("cpp_sources", "cuda_sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags")
+FLAGS = ("with_cuda", "is_python_module", "with_pytorch_error_handling", "is_standalone", "no_implicit_headers")
+LIB_SUFFIX = ".so"
+
+
+class BadRequest(ValueError):
+    """A build request that is not of the expected form (forged, or an API we do not know)."""
+
+
+def _strings(v, what: str) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return v
+    raise BadRequest(f"{what} must be a string or a list of strings")
+
+
+def normalize(req: dict) -> dict:
+    """The request in one canonical form (what the key is computed over); raises BadRequest."""
+    if not isinstance(req, dict):
+        raise BadRequest("not an object")
+    name = req.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise BadRequest(f"extension name {name!r} is not an identifier")
+    out: dict = {"api": req.get("api"), "name": name}
+    if out["api"] not in ("load_inline", "load"):
+        raise BadRequest(f"unknown api {out['api']!r}")
+    for k in STRINGS:
+        out[k] = _strings(req.get(k), k)
+    fns = req.get("functions")
+    if fns is not None and not (isinstance(fns, str) or (isinstance(fns, list) and all(isinstance(x, str) for x in fns))
+                                or (isinstance(fns, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                  for k, v in fns.items()))):
+        raise BadRequest("functions must be a string, a list of strings or a dict of strings")
+    out["functions"] = fns
+    for k in FLAGS:
+        v = req.get(k)
+        if v is not None and not isinstance(v, bool):
+            raise BadRequest(f"{k} must be a boolean")
+        out[k] = v
+    files = req.get("files") or {}
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise BadRequest("files must map relative paths to texts")
+    if len(files) > MAX_FILES or sum(len(v) for v in files.values()) > MAX_BYTES:
+        raise BadRequest(f"more than {MAX_FILES} files or {MAX_BYTES >> 20} MB of sources")
+    for k in files:
+        if k.startswith("/") or ".." in Path(k).parts:
+            raise BadRequest(f"file path {k!r} is not relative")
+    out["files"] = dict(sorted(files.items()))
+    out["sources"] = _strings(req.get("sources"), "sources")  # load(): paths relative to files/
+    out["include_dirs"] = _strings(req.get("include_dirs"), "include_dirs")  # relative to files/
+    out["arch_list"] = req.get("arch_list") if isinstance(req.get("arch_list"), str) else None
+    if out["is_standalone"]:
+        raise BadRequest("is_standalone executables are not supported (build a Python module or a torch.ops library)")
+    return out
+
+
+def _toolchain_tag(device: str) -> dict:
+    import platform
+
+    import torch
+
+    tag = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+           "machine": platform.machine(), "device": device}
+    if device == "cuda" and torch.cuda.is_available():
+        tag["sm"] = "%d.%d" % torch.cuda.get_device_capability(torch.cuda.current_device())
+    return tag
+
+
+def key(req: dict, device: str) -> str:
+    blob = json.dumps({"request": req, "toolchain": _toolchain_tag(device)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def serve(req: dict, device: str, job_dir: Path, timeout: float = 600.0) -> dict:
+    """Answer one build request: ``{"ok": True, "path": library copied into job_dir, "cached",
+    "seconds"}`` or ``{"ok": False, "log": ...}``.  Never raises."""
+    t0 = time.perf_counter()
+    try:
+        req = normalize(req)
+    except BadRequest as e:
+        return {"ok": False, "log": f"the build request was refused: {e}", "seconds": 0.0}
+    try:
+        k = key(req, device)
+        root = cache_root() / "inline"
+        root.mkdir(parents=True, exist_ok=True)
+        entry = root / k
+        with open(root / f"{k}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # two checks of the same source build it once
+            cached = (entry / "result.json").is_file()
+            if not cached:
+                _build(req, device, entry, timeout)
+        res = json.loads((entry / "result.json").read_text())
+        res["cached"] = cached
+        if res.get("ok"):
+            dst = Path(job_dir) / "ext" / k
+            dst.mkdir(parents=True, exist_ok=True)
+            lib = dst / res["library"]
+            shutil.copy2(entry / res["library"], lib)
+            res["path"] = str(lib)
+        res["seconds"] = round(time.perf_counter() - t0, 3)
+        res["key"] = k
+        return res
+    except Exception as e:  # noqa: BLE001 - a failing build is a verdict, never a judge crash
+        return {"ok": False, "log": f"the build could not run: {type(e).__name__}: {e}",
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _build(req: dict, device: str, entry: Path, timeout: float) -> None:
+    """Build in a contained staging job; move the library (or the failure) into ``entry``."""
+    from .process import job_root, run_contained
+
+    job = job_root("cuda-agent-inline-")
+    try:
+        (job / "request.json").write_text(json.dumps(req))
+        (job / "job.json").write_text("{}")
+        env = {"MAX_JOBS": str(os.cpu_count() or 1), "PYTHONDONTWRITEBYTECODE": "1"}
+        arch = req.get("arch_list") or _toolchain_tag(device).get("sm")
+        if arch:
+            env["TORCH_CUDA_ARCH_LIST"] = arch
+        code, log = run_contained([sys.executable, "-m", __name__, str(job / "request.json"), str(job / "out")],
+                                  job / "job.json", timeout=timeout, env=env)
+        tmp = entry.with_name(entry.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        lib = job / "out" / (req["name"] + LIB_SUFFIX)
+        if code == 0 and lib.is_file():
+            shutil.copy2(lib, tmp / lib.name)
+            res = {"ok": True, "library": lib.name, "build_seconds": None}
+        elif code is None:  # a timeout is not the source's fault every time: not cached
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise TimeoutError(f"the build did not finish within {timeout:.0f} s")
+        else:
+            res = {"ok": False, "log": _trim(log, req["name"])}
+        (tmp / "result.json").write_text(json.dumps(res))
+        shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _trim(log: str, name: str, limit: int = 6000) -> str:
+    """The compiler's errors first: a long log is cut in its middle."""
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    text = "\n".join(errors[:40]) if errors else "\n".join(lines)
+    if len(text) > limit:
+        text = text[: limit // 2] + "\n...\n" + text[-limit // 2:]
+    return f"Error building extension '{name}':\n{text}"
+
+
+# --- the builder (runs contained) -----------------------------------------------------------
+
+def _builder(req_file: str, out_dir: str) -> int:
+    import torch
+    import torch.utils.cpp_extension as ce
+
+    req = json.loads(Path(req_file).read_text())
+    out = Path(out_dir)
+    src = out / "files"
+    for rel, text in req["files"].items():
+        p = src / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    out.mkdir(parents=True, exist_ok=True)
+    # build only: the library is loaded by the runner, never in a process of the judge's side
+    ce._import_module_from_library = lambda name, path, is_python_module: os.path.join(path, name + LIB_SUFFIX)
+    torch.ops.load_library = lambda path: None
+    common = dict(extra_cflags=req["extra_cflags"] or None, extra_cuda_cflags=req["extra_cuda_cflags"] or None,
+                  extra_ldflags=req["extra_ldflags"] or None,
+                  extra_include_paths=[str(src / d) for d in req["include_dirs"]] or None,
+                  build_directory=str(out), verbose=True, with_cuda=req["with_cuda"])
+    flags = {k: req[k] for k in ("is_python_module", "with_pytorch_error_handling", "no_implicit_headers",
+                                 "is_standalone") if req.get(k) is not None}
+    if req["api"] == "load_inline":
+        flags.pop("is_standalone", None)
+        ce.load_inline(req["name"], req["cpp_sources"], req["cuda_sources"] or None, functions=req["functions"],
+                       **common, **flags)
+    else:
+        flags.pop("with_pytorch_error_handling", None)
+        flags.pop("no_implicit_headers", None)
+        ce.load(req["name"], [str(src / s) for s in req["sources"]], **common, **flags)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(_builder(sys.argv[1], sys.argv[2]))
+    except BaseException as e:  # noqa: BLE001 - the log is the verdict
+        if isinstance(e, SystemExit):
+            raise
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)
