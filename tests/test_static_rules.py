@@ -458,7 +458,8 @@ def test_tensor_names_are_scoped_to_their_function(tmp_path):
     f.write_text("from torch.utils.cpp_extension import load_inline\nSRC = " + q + textwrap.dedent(code) + q + "\nm = load_inline('m', cpp_sources='', cuda_sources=SRC, extra_cuda_cflags=['-O3', '-DBLOCK=256'])\n")
     assert check_sources(f, profile="kernelbench") == []
     f.write_text(f.read_text().replace("return y;", "return y + x;"))
-    assert {(v.rule, v.where) for v in check_sources(f, profile="kernelbench")} == {("cpp-torch-compute", "model_new.py:11")}
+    assert check_sources(f, profile="kernelbench") == []  # torch in C++ is allowed where torch is
+    assert {(v.rule, v.where) for v in check_sources(f, profile="strict")} >= {("cpp-torch-compute", "model_new.py:11")}
 
 
 def test_stream_with_join_is_allowed(tmp_path):
@@ -631,8 +632,9 @@ def test_load_inline_strings_are_checked_with_model_new_lines(tmp_path):
     found = check_sources(f, profile="kernelbench")
     got = {(v.rule, v.where) for v in found}
     assert ("cpp-extra-stream", "model_new.py:9") in got
-    assert ("cpp-torch-compute", "model_new.py:10") in got  # .matmul
-    assert ("cpp-torch-compute", "model_new.py:14") in got  # torch::relu on the second implicit-concat line
+    strict = {(v.rule, v.where) for v in check_sources(f, profile="strict")}
+    assert ("cpp-torch-compute", "model_new.py:10") in strict  # .matmul
+    assert ("cpp-torch-compute", "model_new.py:14") in strict  # torch::relu on the second implicit-concat line
     assert len(found) == 3, found
 
 

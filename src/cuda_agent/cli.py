@@ -35,6 +35,12 @@ def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else (f"{x * 1e3:.1f} us" if x < 1 else f"{x:.3f} ms")
 
 
+def _first_error(log: str | None) -> str:
+    """The compiler's first error line of a build log (after the "Error building" header)."""
+    lines = [ln.strip() for ln in str(log or "").splitlines() if ln.strip()]
+    return (lines[1] if len(lines) > 1 else lines[0] if lines else "")[:200]
+
+
 def print_result(r, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(r.to_dict()))
@@ -44,9 +50,16 @@ def print_result(r, as_json: bool) -> None:
     click.echo(f"compiled  {'yes' if r.compiled else 'NO'}" + (
         f"  ({r.build.seconds:.1f} s; compiled {', '.join(r.build.compiled) or 'nothing'}; "
         f"cached {len(r.build.cached)})" if r.build and r.build.so_path else ""))
+    for x in r.extensions:
+        click.echo(f"extension {x['name']}: " + (f"loaded ({'cached build' if x.get('cached') else 'built'}, "
+                                                 f"{x.get('seconds', 0):.1f} s)" if x.get("ok") else
+                                                 "FAILED " + _first_error(x.get("error"))))
     if r.verdict or r.correct:
         click.echo(f"correct   {'yes' if r.correct else 'NO'}" + (
             f"  (max abs err {r.max_abs_err:.3g}, max rel err {r.max_rel_err:.3g})" if r.max_abs_err is not None else ""))
+    if r.custom_calls is not None:
+        click.echo(f"ran       {r.custom_calls} call{'s' if r.custom_calls != 1 else ''} of the solution's own code"
+                   + (f"; weights {r.weights}" if r.weights else ""))
     for v in r.violations:
         click.echo(f"violation {v.rule}: {v.message}" + (f" [{v.where}]" if v.where else ""))
     if r.error:
@@ -107,8 +120,11 @@ def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> Non
 @click.option("--no-timing", is_flag=True, help="build and verify only.")
 @click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
 @click.option("--seed", type=int, default=None, help="fix the verification seeds.")
+@click.option("--tolerance", type=float, default=None,
+              help="atol = rtol for the output comparison (default: by dtype; kernelbench's fp32 1e-4, "
+                   "1e-2 as its v0/v0.1 results used).")
 def check(task, solution, device, rules, reward_name, as_json, kernelbench, n_sets, no_timing,
-          no_compile_baseline, seed):
+          no_compile_baseline, seed, tolerance):
     """Build, verify and time SOLUTION (a workspace dir or a model_new.py) against TASK.
 
     TASK is a KernelBench-format .py file, L<level>/<id> (with --kernelbench), or FILE.jsonl#ID.
@@ -121,7 +137,8 @@ def check(task, solution, device, rules, reward_name, as_json, kernelbench, n_se
     if not Path(solution).exists():
         raise click.UsageError(f"solution not found: {solution}")
     _run_check(t, solution, device, rules, reward_name, as_json, n_sets=n_sets, timing=not no_timing,
-               baselines=not no_timing, compile_baseline=not no_compile_baseline, seed=seed)
+               baselines=not no_timing, compile_baseline=not no_compile_baseline, seed=seed, atol=tolerance,
+               rtol=tolerance)
 
 
 @main.command()

@@ -171,7 +171,7 @@ def _build(req: dict, device: str, entry: Path, timeout: float) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
             raise TimeoutError(f"the build did not finish within {timeout:.0f} s")
         else:
-            res = {"ok": False, "log": _trim(log, req["name"])}
+            res = {"ok": False, "log": _trim(log.replace(str(job / "out") + "/", ""), req["name"])}
         (tmp / "result.json").write_text(json.dumps(res))
         shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)
@@ -182,7 +182,7 @@ def _build(req: dict, device: str, entry: Path, timeout: float) -> None:
 def _trim(log: str, name: str, limit: int = 6000) -> str:
     """The compiler's errors first: a long log is cut in its middle."""
     lines = [ln for ln in log.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error" in ln.lower()]
+    errors = [ln for ln in lines if re.search(r"\berror\b", ln) and "Error building extension" not in ln]
     text = "\n".join(errors[:40]) if errors else "\n".join(lines)
     if len(text) > limit:
         text = text[: limit // 2] + "\n...\n" + text[-limit // 2:]

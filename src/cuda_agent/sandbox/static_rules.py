@@ -54,13 +54,15 @@ def _rule(id: str, cls: int | None, summary: str, profiles: frozenset[str] = BOT
 
 
 # C++ / CUDA
+# torch, cuBLAS/cuDNN and run-time compiled code are allowed in the kernelbench profile (its
+# protocol allows torch anywhere): those rules are the strict profile's
 R_TORCH_HEADER = _rule("cpp-torch-header", 2, "torch/ATen/c10/pybind11 header in a kernel file (or beyond cuda_agent_binding.h in a binding)", STRICT)
 R_INCLUDE_PATH = _rule("cpp-include-path", 17, "#include of an absolute or parent path, or a computed #include")
-R_TORCH_COMPUTE = _rule("cpp-torch-compute", 2, "torch/ATen compute in C++ (at::/torch:: functions, tensor methods or operators)")
+R_TORCH_COMPUTE = _rule("cpp-torch-compute", 2, "torch/ATen compute in C++ (at::/torch:: functions, tensor methods or operators)", STRICT)
 R_OP_OVERRIDE = _rule("cpp-op-override", 5, "registering kernels for existing (aten) operators")
-R_CUBLAS = _rule("cpp-cublas-non-gemm", 2, "cuBLAS outside the GEMM family and its handle/stream/workspace setup")
-R_CUDNN = _rule("cpp-cudnn-non-conv", 2, "cuDNN outside convolution and its descriptors/handles/workspace")
-R_LIBRARY = _rule("cpp-library-call", 2, "other compute libraries (cuFFT, cuSPARSE, cuSOLVER, cuTENSOR)")
+R_CUBLAS = _rule("cpp-cublas-non-gemm", 2, "cuBLAS outside the GEMM family and its handle/stream/workspace setup", STRICT)
+R_CUDNN = _rule("cpp-cudnn-non-conv", 2, "cuDNN outside convolution and its descriptors/handles/workspace", STRICT)
+R_LIBRARY = _rule("cpp-library-call", 2, "other compute libraries (cuFFT, cuSPARSE, cuSOLVER, cuTENSOR)", STRICT)
 R_STREAM = _rule("cpp-extra-stream", 10, "extra streams, threads or host callbacks without a visible join")
 R_L2 = _rule("cpp-persisting-l2", 13, "persisting-L2 access policy windows / limits")
 R_DEVICE_CONFIG = _rule("cpp-device-config", 18, "device-wide configuration (cudaDeviceSetLimit, cudaDeviceReset, ...)")
@@ -69,7 +71,7 @@ R_FILE = _rule("cpp-file-access", 16, "files and environment from C++ (fopen, fs
 R_SLEEP = _rule("cpp-sleep", 14, "host sleeps (sleep, usleep, nanosleep, sleep_for)")
 R_INTERPOSE = _rule("cpp-symbol-interposition", 11, "defining a CUDA/cuBLAS/libc/infrastructure symbol (interposition of timers, sync, allocation)")
 R_LOAD_HOOK = _rule("cpp-load-time-hook", 5, "code that runs when the library is loaded (constructor attributes, .init_array)")
-R_RUNTIME_CODE = _rule("cpp-runtime-code", 2, "compiling or loading device code at run time (NVRTC, cuModuleLoad*, cuLibraryLoad*)")
+R_RUNTIME_CODE = _rule("cpp-runtime-code", 2, "compiling or loading device code at run time (NVRTC, cuModuleLoad*, cuLibraryLoad*)", STRICT)
 R_CPP_PRECISION = _rule("cpp-precision-downgrade", 8, "FP16/BF16/FP8/TF32 types, intrinsics, tensor-core MMA or math modes in an FP32 task")
 R_PYTHON_API = _rule("cpp-python-api", 5, "the Python interpreter from C++ (py::module_::import, py::exec/eval, .attr(), Py* C API)")
 R_TOKEN_PASTE = _rule("cpp-token-paste", 2, "token pasting (##) that builds a sensitive identifier")
