@@ -635,7 +635,7 @@ def test_load_inline_strings_are_checked_with_model_new_lines(tmp_path):
     strict = {(v.rule, v.where) for v in check_sources(f, profile="strict")}
     assert ("cpp-torch-compute", "model_new.py:10") in strict  # .matmul
     assert ("cpp-torch-compute", "model_new.py:14") in strict  # torch::relu on the second implicit-concat line
-    assert len(found) == 3, found
+    assert len(found) == 1, found  # kernelbench: only the stream (torch in C++ is allowed there)
 
 
 def test_cpp_extension_load_files_are_checked(tmp_path):
