@@ -9,7 +9,7 @@ class ModelNew(nn.Module):
 
     def __init__(self, input_size, hidden_size, scaling_factor):
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(hidden_size, input_size))
+        self.weight = nn.Parameter(torch.randn(hidden_size, input_size))  # as Model builds it: same seed, same values
         self.scaling_factor = scaling_factor
 
     def forward(self, x):

@@ -436,7 +436,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             # (declared uninitialised, created in another order) gets the reference's weights by
             # name and one more round; one that renames or pre-folds them passed seeded already
             wrong = res.verdict is not None and res.verdict.stage == "compare" and res.verdict.exploit_class in (None, 6)
-            if kb or not wrong or res.violations:
+            if kb or not wrong:
                 return
             try:
                 rep = runner.request({"cmd": "copy_weights"}, o.verify_timeout)
@@ -462,8 +462,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             v = Violation("no-custom-code", "forward ran none of the solution's own code (no extension function, "
                           "workspace op or Triton kernel was called): the output came from torch alone "
                           "(rules: strict)", "", exploit_class=1)
-            res.violations.append(v)
-            return fail("compare", v.message, [v], 1)
+            res.violations.append(v)  # the numbers may be right: the verdict stays, the rule fails it
         lap("verify")
 
         # 2b. extra round: other sizes where the task allows them, always fresh seeds

@@ -443,6 +443,8 @@ def _setup_mounts(plan: dict) -> None:
     if "pid" in plan["namespaces"]:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     hide = [h for h in plan["hide"] if os.path.isdir(h)]
+    if plan.get("private_tmp") and plan.get("tmpdir"):  # what lies in /tmp goes with the private /tmp
+        hide = [h for h in hide if not (h == "/tmp" or h.startswith("/tmp/"))]
     # expose: open what must stay visible before it is hidden, bind it back afterwards
     held = []
     for path, mode in plan["expose"]:
