@@ -340,6 +340,11 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             if cmp.precision_ratio is not None:
                 stats["ratio"] = max(stats["ratio"] or 0.0, cmp.precision_ratio)
             res.max_abs_err, res.max_rel_err = stats["abs"], stats["rel"]
+            for k in ("rel_l2", "ref_rel_l2", "ref_max_abs"):  # the numerical error report
+                if getattr(cmp, k) is not None:
+                    stats[k] = max(stats.get(k) or 0.0, getattr(cmp, k))
+            res.rel_l2_err, res.ref_rel_l2_err = stats.get("rel_l2"), stats.get("ref_rel_l2")
+            res.ref_max_abs_err = stats.get("ref_max_abs")
             if not cmp.ok:
                 cls = cmp.exploit_class if cmp.exploit_class is not None else (7 if rnd == "shape" else None)
                 res.verdict = Verdict(False, f"{what}: {cmp.error}", "compare", stats["abs"], stats["rel"], cmp.atol,
@@ -433,6 +438,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
                             rep["min_ms"], wall_ms=rep.get("wall_ms"))
         res.t_gen_ms = rep["median_ms"]
+        res.roofline = roofline.forward_roofline(ref.model, _inputs(ref.mod, tseeds[0], o.device), rep["median_ms"],
+                                                 o.device)
         if o.device == "cuda":
             wall = rep.get("wall_ms")
             if wall is not None and wall > 1.5 * rep["median_ms"] + 0.02:
