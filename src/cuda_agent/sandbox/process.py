@@ -163,10 +163,12 @@ class RunnerProcess:
     """``python -m cuda_agent.sandbox.runner JOB`` behind the isolation launcher.
 
     ``isolation`` says what applied (e.g. ``netns,pidns,mntns,rofs,nocaps,rlimits,watchdog``),
-    ``warnings`` what could not be isolated on this platform."""
+    ``warnings`` what could not be isolated on this platform.  ``wrap`` puts a tool in front of
+    the runner inside the sandbox (``ncu ...``, ``compute-sanitizer ...``): the tool and its
+    target are contained alike; its output must go to a file, not the protocol's stdout."""
 
     def __init__(self, job_file: Path, env: dict[str, str] | None = None, limits: Limits | None = None,
-                 log_bytes: int = 64 << 10) -> None:
+                 log_bytes: int = 64 << 10, wrap: list[str] | None = None) -> None:
         job_file = Path(job_file)
         self.limits = limits or Limits()
         try:
@@ -182,7 +184,7 @@ class RunnerProcess:
         plan = json.loads(self.plan.to_json())
         plan["status_fd"] = status_w
         cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(plan), "--",
-               sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
+               *(wrap or []), sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -382,6 +384,21 @@ class RunnerProcess:
         except subprocess.TimeoutExpired:
             pass
 
+    def finish(self, timeout: float) -> bool:
+        """Ask the runner to exit and wait up to ``timeout`` s for the whole job to end (a
+        wrapping tool writes its report after its target exits); then close.  True if it ended."""
+        ended = False
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(b'{"cmd": "exit"}\n')
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=timeout)
+            ended = True
+        except Exception:
+            pass
+        self.close()
+        return ended
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -405,3 +422,26 @@ class RunnerProcess:
         except OSError:
             pass
         self._status_r = -1
+
+
+def run_under(wrap: list[str], job_file: Path, seed: int, *, env: dict[str, str] | None = None,
+              limits: Limits | None = None, timeout: float = 300.0, warmup: int = 0,
+              profile_range: bool = False) -> tuple[str | None, RunnerProcess]:
+    """Start the runner of ``job_file`` behind ``wrap`` (a profiler or sanitizer) in the same
+    sandbox as a check, load the solution and run one forward on the inputs of ``seed`` (after
+    ``warmup`` unmeasured ones; ``profile_range`` brackets it with cudaProfilerStart/Stop), then
+    let the tool finish.  (None, runner) when the forward ran, else (why, runner)."""
+    runner = RunnerProcess(job_file, env=env, limits=limits, wrap=wrap)
+    why: str | None = None
+    try:
+        rep = runner.request({"cmd": "load"}, timeout)
+        if rep.get("ok"):
+            rep = runner.request({"cmd": "once", "seed": seed, "warmup": warmup, "profile_range": profile_range},
+                                 timeout)
+        if not rep.get("ok"):
+            why = f"{rep.get('stage', 'forward')}: {rep.get('error')}"
+    except RunnerDied as e:
+        why = f"{e.stage}: {e}"
+    if not runner.finish(timeout=max(30.0, timeout / 2)) and why is None:
+        why = "the tool did not finish after the forward (killed)"
+    return why, runner
