@@ -159,8 +159,9 @@ def describe(r: Roofline) -> str:
         return f"{x:.3g} {unit}"
 
     pct = f"{r.pct_of_roof:.0f}% of the {r.bound} roof" if r.pct_of_roof is not None else f"{r.bound}-bound"
-    ai = r.flops / r.bytes if r.bytes else 0.0
-    ridge = (r.peak_flops_s / r.peak_bytes_s) if r.peak_flops_s and r.peak_bytes_s else None
-    return (f"{pct}: {rate(r.achieved_bytes_s, 'B/s')} of {rate(r.peak_bytes_s, 'B/s')}, "
-            f"{rate(r.achieved_flops_s, 'FLOP/s')} of {rate(r.peak_flops_s, 'FLOP/s')} FP32; "
-            f"{ai:.3g} FLOP/B" + (f" (ridge {ridge:.3g})" if ridge else "") + f" [peaks: {r.peak_source}]")
+    text = f"{pct}: {rate(r.achieved_bytes_s, 'B/s')} of {rate(r.peak_bytes_s, 'B/s')}"
+    if r.flops:
+        ridge = (r.peak_flops_s / r.peak_bytes_s) if r.peak_flops_s and r.peak_bytes_s else None
+        text += (f", {rate(r.achieved_flops_s, 'FLOP/s')}" + (f" of {rate(r.peak_flops_s, 'FLOP/s')} FP32" if
+                 r.peak_flops_s else "") + f"; {r.flops / r.bytes:.3g} FLOP/B" + (f" (ridge {ridge:.3g})" if ridge else ""))
+    return text + f" [peaks: {r.peak_source}]"
