@@ -229,7 +229,8 @@ def profiles(text: str, sources_text: str = "", peaks: rl.Peaks | None = None) -
     out = []
     for row in parse_raw_csv(text):
         k = kernel_profile(row, sources_text)
-        if peaks is not None and k.duration_us and k.dram_bytes is not None:
+        # tensor-core FLOPs are not among the counted instructions: no roofline where they ran
+        if peaks is not None and k.duration_us and k.dram_bytes is not None and (k.tensor_pct or 0.0) < 1.0:
             k.roofline = rl.roofline(k.name, k.duration_us * 1e-3, k.dram_bytes, k.flops or 0.0, peaks)
         out.append(k)
     return out
@@ -335,7 +336,7 @@ def table(rep: NcuReport, forward_ms: float | None = None, max_rows: int = 10) -
         rest = groups[max_rows:]
         lines.append(f"   ... {len(rest)} more kernel(s), {sum(g[2] for g in rest):.1f} us")
     lines.append("   * = your kernel; occ% achieved/theoretical; dram/L2/SM/TC = % of peak throughput "
-                 "(TC: tensor pipes); roof = bound and % of its roofline; stalls in cycles per issued instruction")
+                 "(TC: tensor pipes); roof = bound and % of its roofline (none where tensor cores ran); stalls in cycles per issued instruction")
     for k, _, _ in (mine or groups)[:3]:
         lines.append(f"hint {k.name}: {hint(k)}")
     if rep.error:

@@ -164,4 +164,6 @@ def describe(r: Roofline) -> str:
         ridge = (r.peak_flops_s / r.peak_bytes_s) if r.peak_flops_s and r.peak_bytes_s else None
         text += (f", {rate(r.achieved_flops_s, 'FLOP/s')}" + (f" of {rate(r.peak_flops_s, 'FLOP/s')} FP32" if
                  r.peak_flops_s else "") + f"; {r.flops / r.bytes:.3g} FLOP/B" + (f" (ridge {ridge:.3g})" if ridge else ""))
+    if r.bound == "compute" and (r.pct_of_roof or 0) > 100:
+        text += " (above the FP32 CUDA-core peak: tensor cores or lower precision)"
     return text + f" [peaks: {r.peak_source}]"

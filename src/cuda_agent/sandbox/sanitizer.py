@@ -120,8 +120,8 @@ def parse(tool: str, text: str, source_names: set[str] | None = None) -> tuple[l
                 kernel, where = got
             elif got:
                 detail = detail or (ln.split(" at ", 1)[0] + " at " + got[1] + _hazards(ln))
-            elif not detail and ("allocation" in ln or "out of bounds" in ln or "misaligned" in ln):
-                detail = ln
+            elif "nearest allocation" in ln or (not detail and ("out of bounds" in ln or "misaligned" in ln)):
+                detail = ln  # where the access fell relative to a buffer says most
         key = (kind, kernel, where)
         if key in merged:
             merged[key].count += 1
