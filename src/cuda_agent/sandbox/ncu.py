@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import roofline as rl
 from .isolation import Limits
-from .process import run_under
+from .process import keep_log, run_under
 from .results import KernelProfile, NcuReport
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis")
@@ -260,6 +260,7 @@ def profile(job_file: Path, seed: int, sources_text: str = "", *, env: dict[str,
         text = log.read_text(errors="replace")
     except OSError:
         text = ""
+    keep_log(log)
     kernels = profiles(text, sources_text, peaks)
     error = None
     if not kernels:

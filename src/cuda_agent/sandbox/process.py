@@ -445,3 +445,19 @@ def run_under(wrap: list[str], job_file: Path, seed: int, *, env: dict[str, str]
     if not runner.finish(timeout=max(30.0, timeout / 2)) and why is None:
         why = "the tool did not finish after the forward (killed)"
     return why, runner
+
+
+KEEP_LOGS_ENV = "CUDA_AGENT_KEEP_TOOL_LOGS"
+"""A directory where the raw logs of ncu and compute-sanitizer runs are copied (recording
+fixtures, debugging the parsers); unset, they go with the job directory."""
+
+
+def keep_log(path: Path) -> None:
+    dest = os.environ.get(KEEP_LOGS_ENV)
+    if dest and Path(path).is_file():
+        try:
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            name = f"{int(time.time() * 1000)}-{Path(path).name}"
+            Path(dest, name).write_bytes(Path(path).read_bytes())
+        except OSError:
+            pass

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .isolation import Limits
-from .process import run_under
+from .process import keep_log, run_under
 from .results import SanitizerFinding, SanitizerReport
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -155,6 +155,7 @@ def run(tool: str, job_file: Path, seed: int, source_names: set[str] | None = No
         text = log.read_text(errors="replace")
     except OSError:
         text = ""
+    keep_log(log)
     findings, errors = parse(tool, text, source_names)
     ran = errors is not None
     error = None
