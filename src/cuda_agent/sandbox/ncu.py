@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import os
 import re
-import shutil
 import time
 from collections import OrderedDict
 from dataclasses import replace
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from . import roofline as rl
 from .isolation import Limits
-from .process import keep_log, run_under
+from .process import find_cuda_tool, keep_log, run_under
 from .results import KernelProfile, NcuReport
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis")
@@ -72,13 +71,7 @@ STALL_MEANING = {
 # --- the command ------------------------------------------------------------------------------
 
 def find_ncu() -> str | None:
-    exe = shutil.which("ncu")
-    if exe:
-        return exe
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if home and Path(home, "bin", "ncu").is_file():
-            return str(Path(home, "bin", "ncu"))
-    return None
+    return find_cuda_tool("ncu")
 
 
 def command(exe: str, log_file: Path, launches: int = MAX_LAUNCHES) -> list[str]:
@@ -176,24 +169,22 @@ def base_name(kernel: str) -> str:
     return s.split("::")[-1].strip() or kernel[:60]
 
 
+def _by_reason(row: dict, pattern: re.Pattern) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in row:
+        m = pattern.match(k)
+        x = _get(row, k, scale=False) if m and m.group(1) not in NOT_STALLS else None
+        if x is not None:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + x
+    return out
+
+
 def stalls(row: dict, top: int = 3) -> list[list]:
     """The ``top`` warp-stall reasons: cycles per issued instruction (WarpStateStats), or the
     share of PC samples where only sampling metrics were collected."""
-    found: dict[str, float] = {}
-    for k in row:
-        m = STALL.match(k)
-        if m and m.group(1) not in NOT_STALLS:
-            x = _get(row, k, scale=False)
-            if x is not None:
-                found[m.group(1)] = found.get(m.group(1), 0.0) + x
+    found = _by_reason(row, STALL)
     if not found:
-        samples: dict[str, float] = {}
-        for k in row:
-            m = STALL_SAMPLES.match(k)
-            if m and m.group(1) not in NOT_STALLS:
-                x = _get(row, k, scale=False)
-                if x is not None:
-                    samples[m.group(1)] = samples.get(m.group(1), 0.0) + x
+        samples = _by_reason(row, STALL_SAMPLES)
         total = sum(samples.values())
         found = {k: 100.0 * v / total for k, v in samples.items()} if total else {}
     best = sorted(found.items(), key=lambda kv: -kv[1])[:top]

@@ -461,3 +461,17 @@ def keep_log(path: Path) -> None:
             Path(dest, name).write_bytes(Path(path).read_bytes())
         except OSError:
             pass
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit binary (``ncu``, ``compute-sanitizer``): on the PATH, else in $CUDA_HOME or
+    /usr/local/cuda."""
+    import shutil
+
+    exe = shutil.which(name)
+    if exe:
+        return exe
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and Path(home, "bin", name).is_file():
+            return str(Path(home, "bin", name))
+    return None

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from .isolation import Limits
-from .process import keep_log, run_under
+from .process import find_cuda_tool, keep_log, run_under
 from .results import SanitizerFinding, SanitizerReport
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -42,13 +41,7 @@ _SKIP = ("Host Frame", "Device Frame", "Saved host backtrace", "COMPUTE-SANITIZE
 
 
 def find_sanitizer() -> str | None:
-    exe = shutil.which("compute-sanitizer")
-    if exe:
-        return exe
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if home and Path(home, "bin", "compute-sanitizer").is_file():
-            return str(Path(home, "bin", "compute-sanitizer"))
-    return None
+    return find_cuda_tool("compute-sanitizer")
 
 
 def command(exe: str, tool: str, log_file: Path) -> list[str]:
