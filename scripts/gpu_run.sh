@@ -68,3 +68,21 @@ if [ "$stage" = serve ]; then
   python3 -m cuda_agent.cli pool results --db "$D/pool.sqlite" 2>&1 | tee "$OUT/serve-results.txt"
   kill -TERM $SP; wait $SP; echo "pool serve exited with status $?" | tee -a "$OUT/serve.log"
 fi
+if [ "$stage" = gputools ]; then
+  # issue 17: ncu and compute-sanitizer through check() (planted out-of-bounds read and race, the
+  # three case studies), then the agent's view: `cuda-agent profile --ncu` in an L1/12 workspace. Samples and the raw tool logs (to replace the hand-written test fixtures) go to OUT.
+  G="$OUT/gputools"; mkdir -p "$G"
+  export CUDA_AGENT_CACHE=/tmp/ca-gputools-cache CUDA_AGENT_TEST_KEEP_CACHE=1 CUDA_AGENT_GPUTOOLS_OUT="$G"
+  export CUDA_AGENT_KEEP_TOOL_LOGS="$G/raw"
+  (ncu --version; compute-sanitizer --version; grep RmProfilingAdminOnly /proc/driver/nvidia/params) > "$G/tools.txt" 2>&1
+  s=$(date +%s)
+  timeout "${GPUTOOLS_LIMIT:-270}" python3 -m pytest -m gpu tests/gpu/test_gputools_gpu.py -q -p no:cacheprovider \
+    -o addopts="" -rs 2>&1 | tee "$G/pytest-gputools.log" | tail -15
+  echo "pytest: $(( $(date +%s) - s )) s" | tee -a "$G/tools.txt"
+  W=/tmp/ca-gputools-ws; rm -rf "$W"
+  python3 -m cuda_agent.cli workspace L1/12 "$W/l1_12" --device cuda > /dev/null && \
+    cp -r examples/l1_12_diag_matmul/model_new.py examples/l1_12_diag_matmul/kernels "$W/l1_12/"
+  s=$(date +%s)
+  (cd "$W/l1_12" && timeout 150 cuda-agent profile --ncu) 2>&1 | tee "$G/profile-ncu-l1_12.txt" | tail -20
+  echo "cli: $(( $(date +%s) - s )) s" | tee -a "$G/tools.txt"
+fi

@@ -94,6 +94,28 @@ def test_example_full_pipeline_with_compile_baseline(full_check):
     assert back == r
 
 
+def test_example_reports_numerical_error_and_roofline(full_check):
+    """Issue 17: the error report (vs float64, next to the FP32 reference's own) and the whole
+    forward's roofline against the CPU's measured copy bandwidth."""
+    r = full_check
+    assert r.rel_l2_err is not None and 0 <= r.rel_l2_err < 1e-4
+    assert r.ref_rel_l2_err is not None and r.ref_max_abs_err is not None and r.ref_rel_l2_err < 1e-5
+    rf = r.roofline
+    assert rf is not None and rf.scope == "forward" and rf.time_ms == r.t_gen_ms
+    assert rf.peak_source == "measured copy" and rf.peak_flops_s is None and rf.bound == "memory"
+    assert rf.bytes > 0 and rf.achieved_bytes_s == pytest.approx(rf.bytes / (r.t_gen_ms * 1e-3))
+    assert 0 < rf.pct_of_roof
+    assert r.ncu is None and r.sanitizer == []
+
+
+def test_gpu_tools_on_the_cpu_backend_are_skipped_with_a_warning(example_task, example_dir):
+    r = check(example_task, example_dir / "solution", CheckOptions(device="cpu", timing=False, baselines=False,
+                                                                   extra_round=False, ncu=True, sanitize=("memcheck",)))
+    assert r.correct, r.error
+    assert r.ncu is None and r.sanitizer == []
+    assert any("GPU-only" in w for w in r.warnings)
+
+
 def test_example_with_other_reward_schemes_and_cached_baselines(full_check, example_task, example_dir):
     t = time.perf_counter()
     r = check(example_task, example_dir / "solution",

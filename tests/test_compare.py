@@ -190,3 +190,20 @@ def test_nan_and_zero_failures_name_their_exploit_class():
     nan[3] = float("nan")
     assert compare([nan], [ref]).exploit_class == 6
     assert compare([ref * 3], [torch.full((1000,), 1.0)]).exploit_class is None  # plainly wrong
+
+
+def test_numerical_error_report_against_float64_and_the_reference_own():
+    """rel L2 of the candidate and the FP32 reference's own error, both against the float64 run."""
+    torch.manual_seed(0)
+    x = torch.randn(4096, dtype=torch.float64)
+    truth = x.exp()
+    ref32 = x.float().exp()  # the FP32 reference: off from the truth by round-off only
+    cand = (truth * (1 + 1e-7)).float()
+    c = compare([cand], [ref32], refs64=[truth])
+    assert c.ok
+    own = float((ref32.double() - truth).norm() / truth.norm())
+    assert c.ref_rel_l2 == pytest.approx(own) and 0 < c.ref_rel_l2 < 1e-6
+    assert c.ref_max_abs == pytest.approx(float((ref32.double() - truth).abs().max()))
+    assert c.rel_l2 == pytest.approx(float((cand.double() - truth).norm() / truth.norm()))
+    plain = compare([cand], [ref32])  # no float64 run: no reference error to report
+    assert plain.ok and plain.ref_rel_l2 is None and plain.rel_l2 is not None

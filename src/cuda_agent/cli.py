@@ -19,6 +19,9 @@ RULES = click.option("--rules", type=click.Choice(["strict", "kernelbench"]), de
 REWARD = click.option("--reward", "reward_name", default="paper", show_default=True,
                       help=f"reward scheme ({', '.join(rewards.names())}).")
 JSON = click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of a summary.")
+NCU = click.option("--ncu", is_flag=True,
+                   help="also read Nsight Compute counters of each kernel of one forward (GPU only).")
+GPU_ONLY = "is GPU-only (NVIDIA's {tool} reads the GPU); on the CPU backend use `cuda-agent profile` for times and the roofline"
 KB = click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
                   help="KernelBench dataset (JSONL/parquet or a clone) for L<level>/<id> task references.")
 
@@ -56,7 +59,12 @@ def print_result(r, as_json: bool) -> None:
                                                  "FAILED " + _first_error(x.get("error"))))
     if r.verdict or r.correct:
         click.echo(f"correct   {'yes' if r.correct else 'NO'}" + (
-            f"  (max abs err {r.max_abs_err:.3g}, max rel err {r.max_rel_err:.3g})" if r.max_abs_err is not None else ""))
+            f"  (max abs err {r.max_abs_err:.3g}, max rel err {r.max_rel_err:.3g}"
+            + (f", rel L2 {r.rel_l2_err:.3g}" if r.rel_l2_err is not None else "") + ")"
+            if r.max_abs_err is not None else ""))
+        if r.ref_rel_l2_err is not None:
+            click.echo(f"precision the reference itself vs float64: rel L2 {r.ref_rel_l2_err:.3g}, max abs "
+                       f"{r.ref_max_abs_err:.3g} (errors above are against float64)")
     if r.custom_calls is not None:
         click.echo(f"ran       {r.custom_calls} call{'s' if r.custom_calls != 1 else ''} of the solution's own code"
                    + (f"; weights {r.weights}" if r.weights else ""))
@@ -76,6 +84,18 @@ def print_result(r, as_json: bool) -> None:
         if r.speedup_eager:
             click.echo(f"speedup   {r.speedup_eager:.2f}x vs eager" +
                        (f", {r.speedup_compile:.2f}x vs torch.compile" if r.speedup_compile else ""))
+    if r.roofline is not None:
+        from .sandbox.roofline import describe
+
+        click.echo(f"roofline  {describe(r.roofline)}")
+    if r.sanitizer:
+        from .sandbox.sanitizer import describe as sanitized
+
+        click.echo("sanitizer " + sanitized(r.sanitizer).replace("\n", "\n          "))
+    if r.ncu is not None:
+        from .sandbox.ncu import table
+
+        click.echo(table(r.ncu, r.t_gen_ms))
     if ok or r.reward is not None:
         click.echo(f"reward    {r.reward:g} ({r.reward_scheme})")
     if r.phases:
@@ -123,8 +143,10 @@ def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> Non
 @click.option("--tolerance", type=float, default=None,
               help="atol = rtol for the output comparison (default: by dtype; kernelbench's fp32 1e-4, "
                    "1e-2 as its v0/v0.1 results used).")
+@click.option("--sanitize", is_flag=True, help="also run compute-sanitizer memcheck on one forward; a memory "
+              "error fails the check (GPU only).")
 def check(task, solution, device, rules, reward_name, as_json, kernelbench, n_sets, no_timing,
-          no_compile_baseline, seed, tolerance):
+          no_compile_baseline, seed, tolerance, sanitize):
     """Build, verify and time SOLUTION (a workspace dir or a model_new.py) against TASK.
 
     TASK is a KernelBench-format .py file, L<level>/<id> (with --kernelbench), or FILE.jsonl#ID.
@@ -136,9 +158,11 @@ def check(task, solution, device, rules, reward_name, as_json, kernelbench, n_se
         raise click.UsageError(str(e)) from None
     if not Path(solution).exists():
         raise click.UsageError(f"solution not found: {solution}")
+    if sanitize and _default_device(device) != "cuda":
+        raise click.UsageError("--sanitize " + GPU_ONLY.format(tool="compute-sanitizer"))
     _run_check(t, solution, device, rules, reward_name, as_json, n_sets=n_sets, timing=not no_timing,
                baselines=not no_timing, compile_baseline=not no_compile_baseline, seed=seed, atol=tolerance,
-               rtol=tolerance)
+               rtol=tolerance, sanitize=("memcheck",) if sanitize else ())
 
 
 @main.command()
@@ -157,7 +181,8 @@ def workspace(task, directory, device, kernelbench):
     click.echo(f"workspace for {task} in {d}: read {d / 'SKILL.md'}, then edit model_new.py and kernels/")
 
 
-def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_name: str, device: str | None):
+def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_name: str, device: str | None,
+                  **extra):
     from .sandbox.workspace import find_workspace, workspace_task
 
     try:
@@ -167,24 +192,55 @@ def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_
         raise click.UsageError(str(e)) from None
     kw = {"compile": dict(verify=False, timing=False, baselines=False),
           "verify": dict(timing=False, baselines=False),
+          "sanitize": dict(timing=False, baselines=False, extra_round=False),
           "profile": {}}[stage]
-    _run_check(t, ws, device or ws_device, rules, reward_name, as_json, **kw)
+    dev = _default_device(device or ws_device)
+    if extra.get("ncu") or stage == "sanitize":
+        tool = "Nsight Compute" if stage == "profile" else "compute-sanitizer"
+        if dev != "cuda":
+            raise click.UsageError(f"{'profile --ncu' if stage == 'profile' else 'sanitize'} "
+                                   + GPU_ONLY.format(tool=tool))
+        from .sandbox.ncu import find_ncu
+        from .sandbox.sanitizer import find_sanitizer
+
+        if (find_ncu() if stage == "profile" else find_sanitizer()) is None:
+            raise click.UsageError(f"{tool} is not installed here ({'ncu' if stage == 'profile' else 'compute-sanitizer'}"
+                                   f" not on the PATH)")
+    _run_check(t, ws, dev, rules, reward_name, as_json, **kw, **extra)
 
 
 for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects; first errors with file:line)."),
                      ("verify", "Build, then check ModelNew against the reference on fresh random inputs."),
-                     ("profile", "Verify, then time ModelNew, eager and torch.compile with one recipe.")):
+                     ("profile", "Verify, then time ModelNew, eager and torch.compile with one recipe; --ncu adds "
+                                 "Nsight Compute counters per kernel.")):
     def _make(stage: str):
         @click.argument("directory", default=".", type=click.Path())
         @DEVICE
         @RULES
         @REWARD
         @JSON
-        def cmd(directory, device, rules, reward_name, as_json):
-            _in_workspace(directory, stage, as_json, rules, reward_name, device)
+        def cmd(directory, device, rules, reward_name, as_json, **extra):
+            _in_workspace(directory, stage, as_json, rules, reward_name, device, **extra)
         cmd.__doc__ = _doc
-        return cmd
+        return NCU(cmd) if stage == "profile" else cmd
     main.command(name=_stage)(_make(_stage))
+
+
+@main.command()
+@click.argument("directory", default=".", type=click.Path())
+@DEVICE
+@RULES
+@REWARD
+@JSON
+@click.option("--tool", "tools", multiple=True, type=click.Choice(["memcheck", "racecheck", "initcheck", "synccheck"]),
+              help="compute-sanitizer tool (repeatable; default: all four).")
+def sanitize(directory, device, rules, reward_name, as_json, tools):
+    """Verify, then run compute-sanitizer tools on one forward (first input set): out-of-bounds
+    and misaligned accesses, shared-memory races, uninitialised reads, barrier misuse, with
+    file:line (GPU only). A memcheck error fails the check."""
+    from .sandbox.sanitizer import TOOLS
+
+    _in_workspace(directory, "sanitize", as_json, rules, reward_name, device, sanitize=tuple(tools or TOOLS))
 
 
 def _register_parts() -> None:

@@ -259,3 +259,44 @@ def test_concealed_paths_inside_a_concealed_directory_are_not_mounted_twice(job,
                       job.parent)
     assert st == {"exit": 0}, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+LOOPBACK = r"""
+import errno, json, socket, sys
+rep = {}
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+    rep["host"] = "connected"
+except OSError as e:
+    rep["host"] = errno.errorcode.get(e.errno, str(e))
+try:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    socket.create_connection(s.getsockname(), timeout=2).close()
+    rep["inside"] = "connected"
+except OSError as e:
+    rep["inside"] = errno.errorcode.get(e.errno, str(e))
+print(json.dumps(rep))
+"""
+
+
+@pytest.mark.parametrize("loopback", [False, True])
+def test_loopback_for_profilers_stays_inside_the_namespace(job, loopback):
+    """ncu and compute-sanitizer talk to their target over the loopback: Limits(loopback=True)
+    sets the namespace's own ``lo`` up; the host's loopback stays out of reach either way."""
+    import socket
+
+    if "net" not in probe().namespaces:
+        pytest.skip("no network namespace here")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    plan = plan_for(job, Limits(loopback=loopback))
+    assert plan.loopback is loopback
+    proc, st = launch(plan, [sys.executable, "-c", LOOPBACK, str(srv.getsockname()[1])], job.parent)
+    srv.close()
+    assert st == {"exit": 0}, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["host"] != "connected"
+    assert rep["inside"] == ("connected" if loopback else "ENETUNREACH")

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import reward as rewards
 from ..tasks import Task, TaskError, validate_source
-from . import baselines, inline_build, inputs, roofline
+from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import label
@@ -70,6 +70,12 @@ class CheckOptions:
     recipe: Recipe = field(default_factory=Recipe)
     limits: Any = None
     """Resource caps for the candidate's process (sandbox.isolation.Limits); None: defaults."""
+    sanitize: tuple[str, ...] = ()
+    """compute-sanitizer tools (memcheck, racecheck, initcheck, synccheck) run on one forward on
+    the first input set once the solution loads (GPU only).  A memcheck error fails the check:
+    an out-of-bounds access that happened to give the right numbers is not rewarded."""
+    ncu: bool = False
+    """Read Nsight Compute's counters of each kernel of one forward of a correct solution (GPU only)."""
 
 
 def _module_from_source(source: str, name: str) -> types.ModuleType:
@@ -288,6 +294,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         raise TaskError("--device cuda but no CUDA GPU is visible (use --device cpu for the CPU backend)")
     validate_source(task.source, what=f"task {task.id}")
     sol_dir, sol_file, kdir = resolve_solution(solution)
+    if o.device != "cuda" and (o.sanitize or o.ncu):
+        res.warnings.append("ncu and compute-sanitizer are GPU-only: skipped on the CPU backend")
     validate_source(sol_file.read_text(), required=("ModelNew",), what=sol_file.name)
     res.violations += _protected(sol_dir, task) + _static_violations(sol_dir, sol_file, task, o.rules)
     clock = [time.perf_counter()]
@@ -314,6 +322,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
     # 2. verify
     job_dir = job_root()
     runner = None
+    tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
     try:
         task_file = job_dir / "reference.py"
         task_file.write_text(task.source)
@@ -347,6 +356,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
 
         rng = secrets.SystemRandom() if o.seed is None else __import__("random").Random(o.seed)
         seeds = kernelbench_trial_seeds(o.n_sets) if kb else [rng.randrange(1, 2**31) for _ in range(o.n_sets)]
+        tool_seed = seeds[0] if o.device == "cuda" else None
         expected = {}
         set_bytes = 0
         for s in seeds:
@@ -408,6 +418,11 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             if cmp.precision_ratio is not None:
                 stats["ratio"] = max(stats["ratio"] or 0.0, cmp.precision_ratio)
             res.max_abs_err, res.max_rel_err = stats["abs"], stats["rel"]
+            for k in ("rel_l2", "ref_rel_l2", "ref_max_abs"):  # the numerical error report
+                if getattr(cmp, k) is not None:
+                    stats[k] = max(stats.get(k) or 0.0, getattr(cmp, k))
+            res.rel_l2_err, res.ref_rel_l2_err = stats.get("rel_l2"), stats.get("ref_rel_l2")
+            res.ref_max_abs_err = stats.get("ref_max_abs")
             if not cmp.ok:
                 cls = cmp.exploit_class if cmp.exploit_class is not None else (7 if rnd == "shape" else None)
                 res.verdict = Verdict(False, f"{what}: {cmp.error}", "compare", stats["abs"], stats["rel"], cmp.atol,
@@ -536,6 +551,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
                             rep["min_ms"], wall_ms=rep.get("wall_ms"))
         res.t_gen_ms = rep["median_ms"]
+        res.roofline = roofline.forward_roofline(ref.model, _inputs(ref.mod, tseeds[0], o.device), rep["median_ms"],
+                                                 o.device)
         if o.device == "cuda":
             wall = rep.get("wall_ms")
             if wall is not None and wall > 1.5 * rep["median_ms"] + 0.02:
@@ -567,6 +584,9 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 res.violations += late
                 res.correct = False
                 res.error = _explain(res.violations)
+        if tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations)):
+            _gpu_tools(o, job_dir, tool_seed, sol_file, kdir, env, res)
+            lap("tools")
         shutil.rmtree(job_dir, ignore_errors=True)
         lap("close")
 
@@ -597,6 +617,34 @@ def _uncounted_kernels(sol_file: Path) -> bool:
     except OSError:
         return False
     return bool(re.search(r"^\s*(import|from)\s+(" + "|".join(UNCOUNTED_LANGUAGES) + r")\b", text, re.M))
+
+
+def _gpu_tools(o: CheckOptions, job_dir: Path, seed: int, sol_file: Path, kdir: Path | None, env: dict,
+               res: CheckResult) -> None:
+    """compute-sanitizer tools, then ncu, each on one forward in a sandbox of its own (the job's
+    files are still in place).  Feedback, except that a memcheck error fails the check."""
+    files = [sol_file] + (sorted(p for p in kdir.iterdir() if p.is_file()) if kdir is not None else [])
+    job = job_dir / "job.json"
+    for tool in o.sanitize:
+        rep = sanitizer.run(tool, job, seed, {p.name for p in files}, env=env, limits=o.limits,
+                            timeout=o.verify_timeout)
+        res.sanitizer.append(rep)
+        if tool == "memcheck" and rep.ran and rep.errors:
+            f = rep.findings[0] if rep.findings else None
+            res.violations.append(Violation(
+                "memcheck-error", f"compute-sanitizer memcheck found {rep.errors} memory error(s) in one forward on the "
+                f"first input set" + (f" ({f.kind}" + (f" in {f.kernel}" if f.kernel else "") + ")" if f else "")
+                + ": a kernel reads or writes outside its buffers, even if the numbers came out right",
+                f.where if f else ""))
+            res.correct = False
+            res.error = _explain(res.violations)
+    if o.ncu and res.correct and not res.violations:
+        text = "\n".join(p.read_text(errors="replace") for p in files)
+        try:
+            pk = roofline.peaks(o.device)
+        except Exception:  # noqa: BLE001 - the table goes without rooflines
+            pk = None
+        res.ncu = ncu.profile(job, seed, text, env=env, limits=o.limits, timeout=o.time_timeout, peaks=pk)
 
 
 def _first_output_digest(f: Path) -> str:

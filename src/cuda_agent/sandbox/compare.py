@@ -44,6 +44,11 @@ class Comparison:
     rtol: float
     exploit_class: int | None = None
     precision_ratio: float | None = None
+    rel_l2: float | None = None
+    """Worst relative L2 error over the outputs (against float64 where it ran)."""
+    ref_rel_l2: float | None = None
+    """Worst relative L2 error of the low-precision reference itself against its float64 run."""
+    ref_max_abs: float | None = None
 
 
 def tolerances(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None,
@@ -70,6 +75,11 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
     odd sizes), while zeros or a wrong function still fail."""
     max_abs = max_rel = 0.0
     ratio: float | None = None
+    l2s: dict[str, float] = {}  # worst rel_l2 / ref_rel_l2 / ref_max_abs over the outputs
+
+    def worst(k: str, v: float) -> None:
+        l2s[k] = max(l2s.get(k, 0.0), v)
+
     used = (atol or 0.0, rtol or 0.0)
     if len(outs) != len(refs):
         return Comparison(False, f"forward returned {len(outs)} outputs, the reference returns {len(refs)}",
@@ -115,6 +125,9 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
                 and r64.dtype == torch.float64 and r64.shape == b.shape and bool(torch.isfinite(r64).all())):
             own = float((b64 - r64).abs().max()) if b.numel() else 0.0
             r64_norm = float(r64.norm())
+            worst("ref_max_abs", own)
+            if r64_norm > 0:
+                worst("ref_rel_l2", float((b64 - r64).norm()) / r64_norm)
             if b.dtype == torch.float32 and r64_norm > 0:  # precision honesty: FP32 tasks only
                 own_l2 = float((b64 - r64).norm()) / r64_norm
             if protocol != "kernelbench":  # there the FP32 reference is the measure, as KernelBench's
@@ -135,6 +148,7 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
         ref_norm = float(b64.norm())
         if ref_norm > 0:
             rel_l2 = float((a64 - b64).norm()) / ref_norm
+            worst("rel_l2", rel_l2)
             # never below what the FP32 reference itself misses by (cancellation-heavy outputs)
             if rel_l2 > max(rt, (precision_factor or 1.0) * (own_l2 or 0.0)):
                 return Comparison(False, f"{name}: relative L2 error {rel_l2:.3g} exceeds {rt:g} although each "
@@ -152,4 +166,5 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
                                              f"is allowed: an FP32 task needs FP32 accuracy (no TF32/FP16/BF16 "
                                              f"arithmetic or cruder approximations)", max_abs, max_rel, at, rt, 8,
                                       ratio)
-    return Comparison(True, None, max_abs, max_rel, *used, precision_ratio=ratio)
+    return Comparison(True, None, max_abs, max_rel, *used, precision_ratio=ratio, rel_l2=l2s.get("rel_l2"),
+                      ref_rel_l2=l2s.get("ref_rel_l2"), ref_max_abs=l2s.get("ref_max_abs"))

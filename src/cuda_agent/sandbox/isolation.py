@@ -77,6 +77,9 @@ class Limits:
     """Use namespaces where the platform allows; False = plain process + rlimits + watchdog."""
     network: bool = False
     """Allow network access (no network namespace)."""
+    loopback: bool = False
+    """Bring up the network namespace's own loopback: Nsight Compute and compute-sanitizer talk
+    to their target process over it.  Nothing outside the namespace becomes reachable."""
     conceal: tuple[str, ...] = ()
     """Paths the candidate must neither see nor change: a directory gets an empty read-only tmpfs
     over it, a file ``/dev/null`` (reads find nothing, writes vanish) - a pool's database, its
@@ -199,6 +202,8 @@ class Plan:
     """The hidden directory that is a writable private /dev/shm."""
     shm_bytes: int = 0
     drop_caps: bool = False
+    loopback: bool = False
+    """Set the namespace's ``lo`` up (profilers and sanitizers reach their target through it)."""
     rlimits: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -285,6 +290,7 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     plan.namespaces = [n for n in ("net", "pid", "mnt") if n in wanted and n in pr.namespaces]
     plan.userns = pr.userns and bool(plan.namespaces)
     plan.drop_caps = limits.drop_caps and pr.drop_caps
+    plan.loopback = limits.loopback and "net" in plan.namespaces
     why = "isolation disabled (Limits.isolate=False)" if not limits.isolate else \
         ("; ".join(pr.errors[:2]) or "unshare unavailable")
     if "net" in wanted and "net" not in plan.namespaces:
@@ -493,6 +499,16 @@ def _setup_mounts(plan: dict) -> None:
         os.environ["TMPDIR"] = plan["tmpdir"]
 
 
+def _loopback_up() -> None:
+    """``ip link set lo up`` in this network namespace (SIOCSIFFLAGS on a struct ifreq)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))  # IFF_UP|LOOPBACK|RUNNING
+
+
 def _drop_caps() -> None:
     libc = _libc()
     last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
@@ -563,6 +579,9 @@ def _init(plan: dict, argv: list[str], status_w: int) -> None:
         if "mnt" in plan["namespaces"]:
             step = "mounts"
             _setup_mounts(plan)
+        if plan.get("loopback"):
+            step = "loopback"
+            _loopback_up()
         step = "rlimits"
         import resource
 

@@ -165,10 +165,12 @@ class RunnerProcess:
     """``python -m cuda_agent.sandbox.runner JOB`` behind the isolation launcher.
 
     ``isolation`` says what applied (e.g. ``netns,pidns,mntns,rofs,nocaps,rlimits,watchdog``),
-    ``warnings`` what could not be isolated on this platform."""
+    ``warnings`` what could not be isolated on this platform.  ``wrap`` puts a tool in front of
+    the runner inside the sandbox (``ncu ...``, ``compute-sanitizer ...``): the tool and its
+    target are contained alike; its output must go to a file, not the protocol's stdout."""
 
     def __init__(self, job_file: Path, env: dict[str, str] | None = None, limits: Limits | None = None,
-                 log_bytes: int = 64 << 10) -> None:
+                 log_bytes: int = 64 << 10, wrap: list[str] | None = None) -> None:
         job_file = Path(job_file)
         self.limits = limits or Limits()
         try:
@@ -184,7 +186,7 @@ class RunnerProcess:
         plan = json.loads(self.plan.to_json())
         plan["status_fd"] = status_w
         cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(plan), "--",
-               sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
+               *(wrap or []), sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -421,6 +423,21 @@ class RunnerProcess:
         except subprocess.TimeoutExpired:
             pass
 
+    def finish(self, timeout: float) -> bool:
+        """Ask the runner to exit and wait up to ``timeout`` s for the whole job to end (a
+        wrapping tool writes its report after its target exits); then close.  True if it ended."""
+        ended = False
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(b'{"cmd": "exit"}\n')
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=timeout)
+            ended = True
+        except Exception:
+            pass
+        self.close()
+        return ended
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -481,3 +498,58 @@ def run_contained(argv: list[str], job_file: Path, timeout: float, env: dict[str
     text = out.read().decode(errors="replace")
     out.close()
     return code, text
+def run_under(wrap: list[str], job_file: Path, seed: int, *, env: dict[str, str] | None = None,
+              limits: Limits | None = None, timeout: float = 300.0, warmup: int = 0,
+              profile_range: bool = False) -> tuple[str | None, RunnerProcess]:
+    """Start the runner of ``job_file`` behind ``wrap`` (a profiler or sanitizer) in the same
+    sandbox as a check, load the solution and run one forward on the inputs of ``seed`` (after
+    ``warmup`` unmeasured ones; ``profile_range`` brackets it with cudaProfilerStart/Stop), then
+    let the tool finish.  (None, runner) when the forward ran, else (why, runner)."""
+    runner = RunnerProcess(job_file, env=env, limits=limits, wrap=wrap)
+    from . import inline_build  # a single-file solution's extensions: the same trusted cache as its check
+
+    device = json.loads(Path(job_file).read_text()).get("device", "cuda")
+    runner.on_build = lambda req: inline_build.serve(req, device, Path(job_file).parent, timeout)
+    why: str | None = None
+    try:
+        rep = runner.request({"cmd": "load"}, timeout)
+        if rep.get("ok"):
+            rep = runner.request({"cmd": "once", "seed": seed, "warmup": warmup, "profile_range": profile_range},
+                                 timeout)
+        if not rep.get("ok"):
+            why = f"{rep.get('stage', 'forward')}: {rep.get('error')}"
+    except RunnerDied as e:
+        why = f"{e.stage}: {e}"
+    if not runner.finish(timeout=max(30.0, timeout / 2)) and why is None:
+        why = "the tool did not finish after the forward (killed)"
+    return why, runner
+
+
+KEEP_LOGS_ENV = "CUDA_AGENT_KEEP_TOOL_LOGS"
+"""A directory where the raw logs of ncu and compute-sanitizer runs are copied (recording
+fixtures, debugging the parsers); unset, they go with the job directory."""
+
+
+def keep_log(path: Path) -> None:
+    dest = os.environ.get(KEEP_LOGS_ENV)
+    if dest and Path(path).is_file():
+        try:
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            name = f"{int(time.time() * 1000)}-{Path(path).name}"
+            Path(dest, name).write_bytes(Path(path).read_bytes())
+        except OSError:
+            pass
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit binary (``ncu``, ``compute-sanitizer``): on the PATH, else in $CUDA_HOME or
+    /usr/local/cuda."""
+    import shutil
+
+    exe = shutil.which(name)
+    if exe:
+        return exe
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and Path(home, "bin", name).is_file():
+            return str(Path(home, "bin", name))
+    return None

@@ -100,6 +100,116 @@ class Timing(_JSON):
 
 
 @dataclass
+class Roofline(_JSON):
+    """Achieved bytes/s and FLOP/s against the device's peaks (sandbox/roofline.py)."""
+
+    scope: str
+    """``forward`` (the whole call: inputs, weights and outputs moved once, the reference's
+    counted FLOPs) or a kernel name (DRAM bytes and FP instructions read by Nsight Compute)."""
+    time_ms: float
+    bytes: float
+    flops: float
+    peak_bytes_s: float | None
+    peak_flops_s: float | None
+    """FP32 CUDA-core peak (tensor cores not counted); None where unknown (CPU)."""
+    achieved_bytes_s: float = 0.0
+    achieved_flops_s: float = 0.0
+    bound: str = "memory"
+    """``memory`` or ``compute``: which roof is lower at this arithmetic intensity."""
+    pct_of_roof: float | None = None
+    """Time the roof allows over the time measured, in % (100 = at the roofline)."""
+    peak_source: str = ""
+    """Where the peaks come from: ``device properties``, ``measured copy``, ``data sheet``."""
+
+
+@dataclass
+class KernelProfile(_JSON):
+    """Nsight Compute's counters of one kernel launch (sandbox/ncu.py)."""
+
+    name: str
+    yours: bool
+    """The kernel's name appears in the solution's sources (else a library's: cuBLAS, torch...)."""
+    duration_us: float | None = None
+    grid: str = ""
+    block: str = ""
+    occupancy_pct: float | None = None
+    """Achieved occupancy: sm__warps_active.avg.pct_of_peak_sustained_active."""
+    theoretical_occupancy_pct: float | None = None
+    dram_pct: float | None = None
+    l2_pct: float | None = None
+    l1_pct: float | None = None
+    sm_pct: float | None = None
+    """SM throughput (% of peak sustained), the compute side of the speed of light."""
+    tensor_pct: float | None = None
+    registers: int | None = None
+    smem_bytes: int | None = None
+    """Static + dynamic shared memory per block."""
+    stalls: list[list] = field(default_factory=list)
+    """Top warp-stall reasons: [reason, cycles per issued instruction]."""
+    dram_bytes: float | None = None
+    flops: float | None = None
+    roofline: Roofline | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "KernelProfile":
+        d = dict(d)
+        if d.get("roofline"):
+            d["roofline"] = Roofline.from_dict(d["roofline"])
+        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+
+
+@dataclass
+class NcuReport(_JSON):
+    """The kernels of one forward of the candidate, as Nsight Compute read them."""
+
+    kernels: list[KernelProfile] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    isolation: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NcuReport":
+        d = dict(d)
+        d["kernels"] = [KernelProfile.from_dict(k) for k in d.get("kernels", [])]
+        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+
+
+@dataclass
+class SanitizerFinding(_JSON):
+    """One kind of error compute-sanitizer reported (identical reports merged)."""
+
+    tool: str
+    kind: str
+    """First line of the report, e.g. ``Invalid __global__ write of size 4 bytes``."""
+    kernel: str = ""
+    where: str = ""
+    """``file:line`` where the build has line info (else the kernel and its offset)."""
+    count: int = 1
+    detail: str = ""
+    """Second line of interest: the address relative to the nearest allocation, the other access."""
+
+
+@dataclass
+class SanitizerReport(_JSON):
+    """What one compute-sanitizer tool found on one forward of the candidate."""
+
+    tool: str
+    ran: bool = False
+    errors: int = 0
+    """The tool's own ``ERROR SUMMARY`` / ``RACECHECK SUMMARY`` count."""
+    findings: list[SanitizerFinding] = field(default_factory=list)
+    error: str | None = None
+    """Why the tool could not run (not a finding)."""
+    seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SanitizerReport":
+        d = dict(d)
+        d["findings"] = [SanitizerFinding.from_dict(f) for f in d.get("findings", [])]
+        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+
+
+@dataclass
 class CheckResult(_JSON):
     """Everything one check says about a solution; the JSON of ``cuda-agent check``."""
 
@@ -144,6 +254,19 @@ class CheckResult(_JSON):
     precision_route: str = ""
     """How the FP32 reference's own error was measured: ``float64 copy``, ``float64 rebuild``, or
     ``unavailable: why`` (then the precision-honesty check could not run, and a warning says so)."""
+    rel_l2_err: float | None = None
+    """Worst relative L2 error ||out - truth|| / ||truth|| over outputs and input sets (truth: a
+    float64 run of the reference where it exists, else the reference)."""
+    ref_rel_l2_err: float | None = None
+    """The FP32/FP16/BF16 reference's own relative L2 error against its float64 run: what the
+    task's precision itself achieves, to read ``rel_l2_err`` against."""
+    ref_max_abs_err: float | None = None
+    roofline: Roofline | None = None
+    """The whole forward against the device's peaks (timed checks)."""
+    ncu: NcuReport | None = None
+    """Nsight Compute's counters per kernel (``profile --ncu``)."""
+    sanitizer: list[SanitizerReport] = field(default_factory=list)
+    """compute-sanitizer tools run on the first input set (``sanitize``, ``check --sanitize``)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CheckResult":
@@ -155,5 +278,10 @@ class CheckResult(_JSON):
             d["verdict"] = Verdict.from_dict(d["verdict"])
         if d.get("timing"):
             d["timing"] = Timing.from_dict(d["timing"])
+        if d.get("roofline"):
+            d["roofline"] = Roofline.from_dict(d["roofline"])
+        if d.get("ncu"):
+            d["ncu"] = NcuReport.from_dict(d["ncu"])
+        d["sanitizer"] = [SanitizerReport.from_dict(x) for x in d.get("sanitizer", [])]
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})

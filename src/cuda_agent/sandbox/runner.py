@@ -337,6 +337,30 @@ class Runner:
             return {"ok": False, "stage": "time", "error": _short_tb(e, self.files)}
 
 
+    def once(self, cmd: dict) -> dict:
+        """One forward on the inputs of ``seed`` for a wrapping tool (ncu, compute-sanitizer),
+        after ``warmup`` forwards that take lazy initialisation out of the measured one; with
+        ``profile_range`` only the measured forward lies between cudaProfilerStart and Stop
+        (``ncu --profile-from-start off`` sees nothing else).  No guard, no NaN poisoning: the
+        tool must see the candidate's own kernels only."""
+        try:
+            xs = self.inputs(int(cmd["seed"]))
+            rng = bool(cmd.get("profile_range")) and self.device == "cuda"
+            with torch.no_grad():
+                for _ in range(int(cmd.get("warmup", 0))):
+                    self.model(*xs)
+                self._sync()
+                if rng:
+                    torch.cuda.profiler.start()
+                self.model(*xs)
+                self._sync()
+                if rng:
+                    torch.cuda.profiler.stop()
+            return {"ok": True}
+        except BaseException as e:  # noqa: BLE001
+            return {"ok": False, "stage": "forward", "error": _short_tb(e, self.files)}
+
+
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     proto = os.fdopen(os.dup(1), "w", buffering=1)
