@@ -50,9 +50,9 @@ def ran(res) -> tuple[list[str], bool | None]:
 
     The evaluator's names for these two facts: ``res.extensions`` (one entry per
     ``load_inline``/``load`` build or load the solution attempted, each with ``name`` and
-    ``ok``) and ``res.custom_kernel_ran``. Align them here if src/ names them otherwise."""
+    ``ok``) and ``res.custom_calls`` (calls of the solution's own code during verification)."""
     failed = sorted(_field(e, "name") for e in res.extensions if not _field(e, "ok"))
-    return failed, res.custom_kernel_ran
+    return failed, (None if res.custom_calls is None else res.custom_calls > 0)
 
 
 def verdict(res) -> str:

@@ -89,7 +89,7 @@ R_PY_PROCESS = _rule("py-process-state", 17, "process state: argv, environment, 
 R_PY_FILE = _rule("py-file-access", 16, "opening files", STRICT)
 R_PY_DYNAMIC = _rule("py-dynamic-code", 5, "exec/eval/compile/__import__/globals, getattr on modules with computed names")
 R_PY_PATCH = _rule("py-monkeypatch", 5, "assigning to attributes of modules, torch or the reference; global module hooks")
-R_PY_TRY = _rule("py-try-fallback", 1, "try/except in the solution (fallback path)", STRICT)
+R_PY_TRY = _rule("py-try-fallback", 1, "try/except inside a function of the solution (fallback path)", STRICT)
 R_PY_REFERENCE = _rule("py-reference-model", 1, "using the reference Model (subclassing, instantiating, importing model.py)")
 R_PY_LAZY = _rule("py-lazy-tensor", 9, "tensor subclasses, __torch_function__/__torch_dispatch__")
 R_PY_PRECISION = _rule("py-precision-downgrade", 8, "half/bfloat16/fp8 dtypes, autocast, TF32 switches in an FP32 task")
@@ -1225,6 +1225,10 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
         for t in (n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]) for sub in ast.walk(t)
         if isinstance(sub, (ast.Attribute, ast.Subscript))
     ]
+    # a try/except at import time guards a build (load_inline): the result records a failed build
+    # and strict requires the solution's own code to run; inside a function it is a fallback path
+    in_functions = {id(n) for f in ast.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    for n in ast.walk(f) if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try)))}
     reported: set[int] = set()  # Name nodes already reported as a base class or a call
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.ClassDef):
@@ -1301,7 +1305,7 @@ def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
             ctx.flag(R_PY_DYNAMIC, f"{node.id} used as a value: builtins that run code or patch objects must be called directly", w)
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
             ctx.flag(R_PY_FRAME, f"{node.id}: interpreter internals are off limits", w)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers and id(node) in in_functions:
             ctx.flag(R_PY_TRY, "try/except in a solution: a failing kernel must fail, not fall back", w)
         elif isinstance(node, ast.Name) and node.id in ref_names and isinstance(node.ctx, ast.Load) and id(node) not in reported:
             ctx.flag(R_PY_REFERENCE, "Model: the reference model is not available to a solution", w)
