@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 
 from .cpp_lexer import CHAR, IDENT, NUMBER, PUNCT, STRING, Lexed, Token, tokenize
 from .results import Violation
+from .sources import CPP_SUFFIXES, cpp_files, is_binding, is_header
 
 PROFILES = ("strict", "kernelbench")
 BOTH = frozenset(PROFILES)
@@ -158,8 +159,6 @@ def py_check(fn: PyCheck) -> PyCheck:
 # --------------------------------------------------------------------------- entry point
 
 
-CPP_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
-HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hh", ".inl")
 
 
 def check_sources(
@@ -192,11 +191,11 @@ def check_sources(
     if path.is_dir():
         if (path / "model_new.py").is_file():
             py_files.append(path / "model_new.py")
-        for f in sorted(_cpp_files(path)):
+        for f in sorted(cpp_files(path)):
             units.append(_file_unit(f, root, ctx))
     elif path.suffix == ".py":
         py_files.append(path)
-    elif path.suffix in CPP_SUFFIXES + HEADER_SUFFIXES:
+    elif path.suffix in CPP_SUFFIXES:
         units.append(_file_unit(path, root, ctx))
     else:
         ctx.flag(R_SOURCE_ERROR, f"not a solution (a directory, a .py or a C++/CUDA file): {path.name}", path.name)
@@ -230,15 +229,6 @@ def _where_key(where: str) -> tuple[str, int]:
     return (name, int(line)) if line.isdigit() else (where, 0)
 
 
-def _cpp_files(root: Path) -> Iterable[Path]:
-    for p in root.rglob("*"):
-        rel = p.relative_to(root).parts
-        if any(part.startswith(".") or part in ("build", "__pycache__") for part in rel):
-            continue
-        if p.is_file() and p.suffix in CPP_SUFFIXES + HEADER_SUFFIXES:
-            yield p
-
-
 def _rel(p: Path, root: Path) -> str:
     try:
         return p.resolve().relative_to(root.resolve()).as_posix()
@@ -253,9 +243,9 @@ def _file_unit(p: Path, root: Path, ctx: Context) -> CppUnit | None:
     except OSError as e:
         ctx.flag(R_SOURCE_ERROR, f"cannot read {name}: {e.strerror or e}", name)
         return None
-    if p.name.endswith("_binding.cpp"):
+    if is_binding(p):
         kind = "binding"
-    elif p.suffix in HEADER_SUFFIXES:
+    elif is_header(p):
         kind = "header"
     else:
         kind = "kernel"
