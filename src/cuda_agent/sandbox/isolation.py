@@ -313,6 +313,15 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     return plan
 
 
+def launcher_argv(plan: Plan, argv: list[str], status_fd: int | None = None) -> list[str]:
+    """The command line that runs ``argv`` behind this module's launcher, contained as ``plan``
+    says (``status_fd``: where the launcher reports setup errors and the exit status)."""
+    d = json.loads(plan.to_json())
+    if status_fd is not None:
+        d["status_fd"] = status_fd
+    return [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(d), "--", *argv]
+
+
 # --- the launcher (runs in the child) ----------------------------------------------------
 
 def _libc():

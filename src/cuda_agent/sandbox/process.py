@@ -25,7 +25,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_env, plan_for
+from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_argv, launcher_env, plan_for
 
 F_SETPIPE_SZ = 1031
 
@@ -179,10 +179,8 @@ class RunnerProcess:
         self._pidns = "pid" in self.plan.namespaces
         self._job_dir = str(job_file.resolve().parent)
         status_r, status_w = os.pipe()
-        plan = json.loads(self.plan.to_json())
-        plan["status_fd"] = status_w
-        cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(plan), "--",
-               sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
+        cmd = launcher_argv(self.plan, [sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)],
+                            status_w)
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
