@@ -30,18 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cache import cache_root
+from .process import kill_tree
 from .results import BuildResult
 from .sources import REFUSED_SUFFIXES, included_names, is_binding, is_source, kernel_sources, key_files
 
 INFRA_DIR = Path(__file__).parent / "infra"
 EXT_NAME = "cuda_agent_ext"
-
-
-def cache_root() -> Path:
-    """``$CUDA_AGENT_CACHE`` or ``~/.cache/cuda_agent``."""
-    root = Path(os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def _sha(*parts: bytes | str) -> str:
@@ -344,8 +339,6 @@ def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300
             out_text, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             # ninja starts every compiler in a process group of its own: kill the whole tree
-            from .process import kill_tree
-
             kill_tree(proc.pid)
             try:
                 proc.communicate(timeout=10)
