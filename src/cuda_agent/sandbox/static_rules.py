@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..registry import Registry
 from .cpp_lexer import CHAR, IDENT, NUMBER, PUNCT, STRING, Lexed, Token, tokenize
 from .results import Violation
 from .sources import CPP_SUFFIXES, cpp_files, is_binding, is_header
@@ -46,11 +47,11 @@ class Rule:
     profiles: frozenset[str] = BOTH
 
 
-RULES: dict[str, Rule] = {}
+RULES: Registry = Registry("static rule")
 
 
 def _rule(id: str, cls: int | None, summary: str, profiles: frozenset[str] = BOTH) -> str:
-    RULES[id] = Rule(id, cls, summary, profiles)
+    RULES.add(id, Rule(id, cls, summary, profiles))
     return id
 
 
