@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox.build import build, cache_root, trim_log
+from cuda_agent.sandbox.build import build, trim_log
+from cuda_agent.sandbox.cache import cache_root
 
 from conftest import FIXTURES
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .registry import Registry
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -27,14 +29,12 @@ class Outcome:
 
 
 Scheme = Callable[[Outcome], float]
-_SCHEMES: dict[str, Scheme] = {}
+_SCHEMES: Registry = Registry("reward scheme")
 
 
 def register(name: str) -> Callable[[Scheme], Scheme]:
-    def deco(fn: Scheme) -> Scheme:
-        _SCHEMES[name] = fn
-        return fn
-    return deco
+    """Decorator: ``@register("mine")``; a name taken by another scheme is refused."""
+    return _SCHEMES.register(name)
 
 
 def get(name: str) -> Scheme:

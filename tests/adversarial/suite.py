@@ -239,7 +239,7 @@ def _pids_with(token: str) -> set[int]:
 
 
 def _baseline_rows() -> dict[str, str]:
-    from cuda_agent.sandbox.build import cache_root
+    from cuda_agent.sandbox.cache import cache_root
 
     db = cache_root() / "baselines.sqlite"
     if not db.is_file():

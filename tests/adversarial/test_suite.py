@@ -164,7 +164,7 @@ def test_survivor_probe_finds_a_process_by_token():
 def test_baseline_probe_sees_a_changed_row():
     import sqlite3
 
-    from cuda_agent.sandbox.build import cache_root
+    from cuda_agent.sandbox.cache import cache_root
 
     db = cache_root() / "baselines.sqlite"
     con = sqlite3.connect(db)

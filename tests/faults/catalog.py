@@ -232,7 +232,7 @@ def _background(ctx: Ctx) -> Path:
 
 
 def _cache(ctx: Ctx) -> Path:
-    from cuda_agent.sandbox.build import cache_root
+    from cuda_agent.sandbox.cache import cache_root
 
     from cuda_agent.sandbox.build import build
 

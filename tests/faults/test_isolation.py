@@ -101,7 +101,7 @@ print(json.dumps(rep))
 def test_confinement_seen_from_inside(job):
     import socket
 
-    from cuda_agent.sandbox.build import cache_root
+    from cuda_agent.sandbox.cache import cache_root
 
     pr = probe()
     if pr.namespaces != ["net", "pid", "mnt"]:

@@ -170,12 +170,16 @@ def test_busy_time_of_a_resumed_journal_leaves_out_the_pauses():
 OOM_TASK = '''
 import glob
 import os
+import tempfile
 import time
 
 import torch
 import torch.nn as nn
 
-RUN = "RUNDIR"
+# the workers' children are forked from one contained fork server and share its job directory
+# (TMPDIR): the only place where task code may leave a marker for another task
+RUN = os.path.join(tempfile.gettempdir(), "markers")
+os.makedirs(RUN, exist_ok=True)
 
 
 class Model(nn.Module):
@@ -204,8 +208,6 @@ def get_init_inputs():
 def test_an_oom_next_to_other_workers_is_retried_alone(tmp_path):
     """A task that runs out of memory only while another worker is busy (as on a shared GPU) is
     evaluated again with every other worker idle, and accepted."""
-    run = tmp_path / "markers"
-    run.mkdir()
     slow = "time.sleep(0.4)\n            return torch.{}(self.linear(x))"
     # the first evaluation always runs out of memory (as next to a busy worker); the retry runs
     # out of memory again unless it is really alone
@@ -230,10 +232,10 @@ def test_an_oom_next_to_other_workers_is_retried_alone(tmp_path):
         def compose(self, bucket, seed):
             body = bodies[self.i % len(bodies)]
             self.i += 1
-            src = OOM_TASK.replace("RUNDIR", str(run)).replace("BODY", body)
+            src = OOM_TASK.replace("BODY", body)
             return Candidate(source=src, bucket=bucket, ops=["x"], categories=["x"], composer=self.name, seed=seed)
 
-    res = run_synth(4, tmp_path / "o", composer="test-oom", mix="1=1", compile=False, workers=2,
+    res = run_synth(4, tmp_path / "o", composer="test-oom", mix="1=1", compile=False, workers=2, fork_server=True,
                     decontaminate=False, max_candidates=6, progress=False, include_transformers=False,
                     band_ms=(0.0, 1e6))
     recs = read_journal(tmp_path / "o" / "decisions.jsonl")

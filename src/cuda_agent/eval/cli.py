@@ -79,7 +79,8 @@ def eval_command(solutions, out_dir, kernelbench, levels, ids, device, rules, re
     from . import report
     from .run import EvalOptions, run
     from .solutions import SolutionsError, find
-    from .suite import SuiteError, dataset_path, parse_ids, parse_levels, select
+    from ..tasks import kernelbench_path
+    from .suite import SuiteError, parse_ids, parse_levels, select
 
     if not Path(solutions).is_dir():
         raise click.ClickException(f"solutions directory not found: {solutions}")
@@ -134,7 +135,7 @@ def eval_command(solutions, out_dir, kernelbench, levels, ids, device, rules, re
 
     levels_run = [x for x in lv if any(t.meta["level"] == x for t in tasks)]  # --ids may leave a level empty
     m = metrics_mod.compute(rows, levels_run)
-    info = {"solutions": str(solutions), "kernelbench": str(dataset_path(kernelbench)), "device": dev,
+    info = {"solutions": str(solutions), "kernelbench": str(kernelbench_path(kernelbench)), "device": dev,
             "rules": rules, "timing": opts.timing, "levels": ",".join(map(str, levels_run)), "tasks": len(tasks)}
     written = report.write(out_dir, m, rows, info, found.warnings)
     for w in written.warnings:

@@ -8,28 +8,16 @@ whose ``meta`` carries ``level``, ``problem_id`` and ``name``.  Bad selections r
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..tasks import KERNELBENCH_ENV, Task, TaskError, load_kernelbench, parse_kernelbench_ref
+from ..tasks import Task, TaskError, kernelbench_path, load_kernelbench, parse_kernelbench_ref
 
 DEFAULT_LEVELS = (1, 2, 3)
 
 
 class SuiteError(ValueError):
     """The selection cannot be made (no dataset, unknown level or id, unparsable list)."""
-
-
-def dataset_path(kernelbench: str | Path | None) -> Path:
-    """The KernelBench dataset: the argument, else ``$CUDA_AGENT_KERNELBENCH``."""
-    src = kernelbench or os.environ.get(KERNELBENCH_ENV)
-    if not src:
-        raise SuiteError(f"no KernelBench dataset: give --kernelbench PATH or set ${KERNELBENCH_ENV}")
-    p = Path(src)
-    if not p.exists():
-        raise SuiteError(f"KernelBench dataset not found: {p}")
-    return p
 
 
 def parse_levels(text: str | Iterable[int] | None) -> tuple[int, ...]:
@@ -73,8 +61,8 @@ def parse_ids(text: str | Sequence[str] | None) -> list[tuple[int | None, int]]:
 def select(kernelbench: str | Path | None, levels: Sequence[int] = DEFAULT_LEVELS,
            ids: Sequence[tuple[int | None, int]] = ()) -> list[Task]:
     """The problems of ``levels`` (restricted to ``ids`` when given), ordered by level and id."""
-    path = dataset_path(kernelbench)
     try:
+        path = kernelbench_path(kernelbench)
         every = load_kernelbench(path)
     except TaskError as e:
         raise SuiteError(str(e)) from None

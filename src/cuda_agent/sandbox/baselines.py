@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..tasks import Task
-from .build import cache_root
+from .cache import cache_root
 from .process import RunnerDied, RunnerProcess, job_root
 from .timing import Recipe
 

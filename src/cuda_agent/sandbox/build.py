@@ -1,13 +1,16 @@
 """Build a solution's ``kernels/`` into one torch extension, through a content-addressed cache.
 
-Layout of a solution's sources (see workspace.py):
-  kernels/*.cu           CUDA kernels + ``extern "C"`` launchers, compiled by nvcc, no torch headers
-  kernels/*.cpp          plain C++ kernels (CPU backend), compiled by the C++ compiler, no torch headers
-  kernels/*_binding.cpp  op registration against the fixed header ``cuda_agent_binding.h``
-  kernels/*.h|.cuh|.hpp  headers (part of every object's cache key)
+Layout of a solution's sources (what a source and a header are: sources.py, shared with the
+static rules; ``kernels/`` at any depth):
+  kernels/**.cu              CUDA kernels + ``extern "C"`` launchers, compiled by nvcc, no torch headers
+  kernels/**.cpp|.cc|.cxx    plain C++ kernels (CPU backend), compiled by the C++ compiler, no torch headers
+  kernels/**_binding.cpp     op registration against the fixed header ``cuda_agent_binding.h``
+  kernels/**.c               refused (not compiled), with a message saying so
+  every other file           headers and anything an ``#include`` may name: in every object's key
 
 Every object file is stored under ``<cache>/obj/<key>.o`` where the key hashes the source,
-the headers, the flags, the compiler version, the torch version and the GPU arch; the fixed
+every non-source file under kernels/ (and any source that some file includes), the flags, the
+compiler version, the torch version and the GPU arch; the fixed
 runtime is one such object, so it is compiled once per machine.  Missing objects and the
 link are driven by ninja.  The linked library is content-addressed too, so an unchanged
 solution costs one hash and no compiler call.
@@ -27,18 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cache import cache_root
+from .process import kill_tree
 from .results import BuildResult
+from .sources import REFUSED_SUFFIXES, included_names, is_binding, is_source, kernel_sources, key_files
 
 INFRA_DIR = Path(__file__).parent / "infra"
 EXT_NAME = "cuda_agent_ext"
-HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inl")
-
-
-def cache_root() -> Path:
-    """``$CUDA_AGENT_CACHE`` or ``~/.cache/cuda_agent``."""
-    root = Path(os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def _sha(*parts: bytes | str) -> str:
@@ -226,10 +224,7 @@ class _Obj:
     src: Path
     rule: str
     key: str
-
-    @property
-    def label(self) -> str:
-        return self.src.name
+    label: str
 
 
 def _ninja() -> str:
@@ -248,10 +243,12 @@ def _q(p: str | Path) -> str:
     return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def kernel_sources(kernels_dir: Path) -> list[Path]:
-    # regular files only: reading a FIFO named x.cpp to hash it would block the judge forever
-    return sorted(p for p in kernels_dir.iterdir() if p.suffix in (".cu", ".cpp", ".cc") and p.is_file()) \
-        if kernels_dir.is_dir() else []
+def _deps(kdir: Path, files: list[Path]) -> bytes:
+    """What every object's key holds besides its own source: each non-source file under kernels/
+    and each source that some file includes (by name and content)."""
+    included = included_names(files)
+    return b"".join(p.relative_to(kdir).as_posix().encode() + b"\0" + p.read_bytes() for p in files
+                    if not is_source(p) or p.name in included)
 
 
 def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300.0,
@@ -262,31 +259,42 @@ def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300
     srcs = kernel_sources(kdir)
     if not srcs:
         return BuildResult(ok=False, log=f"no sources in {kdir} (expected kernels/*.cu, *.cpp and *_binding.cpp)")
+    refused = [s for s in srcs if s.suffix in REFUSED_SUFFIXES]
+    if refused:
+        names = ", ".join(f"kernels/{s.relative_to(kdir).as_posix()}" for s in refused)
+        return BuildResult(ok=False, log=f"{names}: C sources are not built; rename to .cpp (compiled as C++)")
     if device == "cpu" and any(s.suffix == ".cu" for s in srcs):
         return BuildResult(ok=False, log="CUDA sources (.cu) cannot be built for --device cpu; "
                                          "use kernels/*.cpp for CPU kernels")
-    if not any(s.name.endswith("_binding.cpp") for s in srcs):
+    if not any(is_binding(s) for s in srcs):
         return BuildResult(ok=False, log="no *_binding.cpp: register your ops with CUDA_AGENT_OPS(m) "
                                          "in kernels/<name>_binding.cpp")
     try:
         tc = toolchain(device)
     except Exception as e:
         return BuildResult(ok=False, log=f"toolchain: {e}")
-    headers = b"".join(p.name.encode() + p.read_bytes() for p in sorted(kdir.iterdir())
-                       if p.suffix in HEADER_SUFFIXES and p.is_file())
+    try:
+        deps = _deps(kdir, key_files(kdir))
+    except OSError as e:
+        return BuildResult(ok=False, log=f"cannot read kernels/: {e}")
     infra = b"".join(p.read_bytes() for p in sorted(INFRA_DIR.iterdir()))
     objs: list[_Obj] = []
     for s in srcs:
         if s.suffix == ".cu":
             rule, flags = "nvcc", tc.nvcc_flags
-        elif s.name.endswith("_binding.cpp"):
+        elif is_binding(s):
             rule, flags = "cxx_torch", tc.torch_flags
         else:
             rule, flags = "cxx_plain", tc.plain_flags
-        objs.append(_Obj(s, rule, _sha(tc.key, rule, *flags, s.read_bytes(), headers, infra)))
+        rel = s.relative_to(kdir).as_posix()
+        try:
+            text = s.read_bytes()
+        except OSError as e:
+            return BuildResult(ok=False, log=f"cannot read kernels/{rel}: {e.strerror or e}")
+        objs.append(_Obj(s, rule, _sha(tc.key, rule, *flags, rel, text, deps, infra), rel))
     rt_rule = "cxx_torch_cuda_rt" if tc.runtime_cuda else "cxx_torch"
     rt_src = INFRA_DIR / "cuda_agent_runtime.cpp"
-    objs.append(_Obj(rt_src, rt_rule, _sha(tc.key, rt_rule, infra)))
+    objs.append(_Obj(rt_src, rt_rule, _sha(tc.key, rt_rule, infra), rt_src.name))
 
     cache = cache_root() / "build"
     (cache / "obj").mkdir(parents=True, exist_ok=True)
@@ -331,8 +339,6 @@ def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300
             out_text, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             # ninja starts every compiler in a process group of its own: kill the whole tree
-            from .process import kill_tree
-
             kill_tree(proc.pid)
             try:
                 proc.communicate(timeout=10)

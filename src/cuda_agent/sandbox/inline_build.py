@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from .build import cache_root
+from .cache import cache_root
 
 MAX_FILES = 256
 MAX_BYTES = 16 << 20

@@ -36,6 +36,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .cache import cache_root, default_cache_root
+
 GB = 1 << 30
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
@@ -275,8 +277,6 @@ def _python_dirs() -> list[Path]:
 
 def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     """The plan for a runner started on ``job_file``: everything the platform allows."""
-    from .build import cache_root
-
     job_file = Path(job_file).resolve()
     job_dir = job_file.parent
     try:
@@ -307,7 +307,7 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     hide: list[Path] = []
     # the active cache and the default one: a candidate checked with $CUDA_AGENT_CACHE set must
     # not poison the cache that other evaluations on this machine use (adversarial c14 did)
-    caches = dict.fromkeys([cache_root().resolve(), (Path.home() / ".cache" / "cuda_agent").resolve()])
+    caches = dict.fromkeys([cache_root().resolve(), default_cache_root().resolve()])
     for h in (*caches, Path("/dev/shm")):
         if not h.is_dir():
             continue
@@ -352,6 +352,15 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     tmp = Path("/tmp").resolve()
     plan.private_tmp = tmp.is_dir() and not _under(job_dir, tmp)
     return plan
+
+
+def launcher_argv(plan: Plan, argv: list[str], status_fd: int | None = None) -> list[str]:
+    """The command line that runs ``argv`` behind this module's launcher, contained as ``plan``
+    says (``status_fd``: where the launcher reports setup errors and the exit status)."""
+    d = json.loads(plan.to_json())
+    if status_fd is not None:
+        d["status_fd"] = status_fd
+    return [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(d), "--", *argv]
 
 
 # --- the launcher (runs in the child) ----------------------------------------------------

@@ -23,10 +23,10 @@ import tempfile
 import threading
 import time
 from collections import deque
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
-from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_env, plan_for
+from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_argv, launcher_env, plan_for
 
 F_SETPIPE_SZ = 1031
 MAX_BUILDS = 16
@@ -183,10 +183,8 @@ class RunnerProcess:
         self._pidns = "pid" in self.plan.namespaces
         self._job_dir = str(job_file.resolve().parent)
         status_r, status_w = os.pipe()
-        plan = json.loads(self.plan.to_json())
-        plan["status_fd"] = status_w
-        cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(plan), "--",
-               *(wrap or []), sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
+        cmd = launcher_argv(self.plan, [*(wrap or []), sys.executable, "-m", "cuda_agent.sandbox.runner",
+                                        str(job_file)], status_w)
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -472,9 +470,7 @@ def run_contained(argv: list[str], job_file: Path, timeout: float, env: dict[str
     limits = limits or Limits()
     plan = plan_for(job_file, limits)
     status_r, status_w = os.pipe()
-    d = json.loads(plan.to_json())
-    d["status_fd"] = status_w
-    cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(d), "--", *argv]
+    cmd = launcher_argv(plan, argv, status_w)
     out = tempfile.TemporaryFile()
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..registry import Registry
 from .cpp_lexer import CHAR, IDENT, NUMBER, PUNCT, STRING, Lexed, Token, tokenize
 from .results import Violation
+from .sources import CPP_SUFFIXES, cpp_files, is_binding, is_header
 
 PROFILES = ("strict", "kernelbench")
 BOTH = frozenset(PROFILES)
@@ -45,11 +47,11 @@ class Rule:
     profiles: frozenset[str] = BOTH
 
 
-RULES: dict[str, Rule] = {}
+RULES: Registry = Registry("static rule")
 
 
 def _rule(id: str, cls: int | None, summary: str, profiles: frozenset[str] = BOTH) -> str:
-    RULES[id] = Rule(id, cls, summary, profiles)
+    RULES.add(id, Rule(id, cls, summary, profiles))
     return id
 
 
@@ -160,8 +162,6 @@ def py_check(fn: PyCheck) -> PyCheck:
 # --------------------------------------------------------------------------- entry point
 
 
-CPP_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
-HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".hh", ".inl")
 
 
 def check_sources(
@@ -194,11 +194,11 @@ def check_sources(
     if path.is_dir():
         if (path / "model_new.py").is_file():
             py_files.append(path / "model_new.py")
-        for f in sorted(_cpp_files(path)):
+        for f in sorted(cpp_files(path)):
             units.append(_file_unit(f, root, ctx))
     elif path.suffix == ".py":
         py_files.append(path)
-    elif path.suffix in CPP_SUFFIXES + HEADER_SUFFIXES:
+    elif path.suffix in CPP_SUFFIXES:
         units.append(_file_unit(path, root, ctx))
     else:
         ctx.flag(R_SOURCE_ERROR, f"not a solution (a directory, a .py or a C++/CUDA file): {path.name}", path.name)
@@ -232,15 +232,6 @@ def _where_key(where: str) -> tuple[str, int]:
     return (name, int(line)) if line.isdigit() else (where, 0)
 
 
-def _cpp_files(root: Path) -> Iterable[Path]:
-    for p in root.rglob("*"):
-        rel = p.relative_to(root).parts
-        if any(part.startswith(".") or part in ("build", "__pycache__") for part in rel):
-            continue
-        if p.is_file() and p.suffix in CPP_SUFFIXES + HEADER_SUFFIXES:
-            yield p
-
-
 def _rel(p: Path, root: Path) -> str:
     try:
         return p.resolve().relative_to(root.resolve()).as_posix()
@@ -255,9 +246,9 @@ def _file_unit(p: Path, root: Path, ctx: Context) -> CppUnit | None:
     except OSError as e:
         ctx.flag(R_SOURCE_ERROR, f"cannot read {name}: {e.strerror or e}", name)
         return None
-    if p.name.endswith("_binding.cpp"):
+    if is_binding(p):
         kind = "binding"
-    elif p.suffix in HEADER_SUFFIXES:
+    elif is_header(p):
         kind = "header"
     else:
         kind = "kernel"

@@ -23,7 +23,8 @@ import stat
 from pathlib import Path
 
 from ..tasks import Task, TaskError
-from .build import INFRA_DIR, cache_root
+from .build import INFRA_DIR
+from .cache import cache_root
 
 TEMPLATES = Path(__file__).parent / "templates"
 META = ".cuda_agent/task.json"

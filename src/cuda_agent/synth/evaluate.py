@@ -177,15 +177,23 @@ def _build(mod: Any, device: str, seed: int) -> tuple[Any, list[Any]]:
     return model, _inputs(mod, device)
 
 
+def timing_lock_file(cfg: FilterConfig, env: dict[str, str] | None = None) -> str:
+    """The timing lock of the device a process with ``env`` (over ours) uses."""
+    import os
+
+    dev = (env or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+    return f"{cfg.timing_lock}.{dev}"
+
+
 @contextlib.contextmanager
 def _timing_lock(cfg: FilterConfig) -> Iterator[None]:
     if not cfg.timing_lock:
         yield
         return
     import fcntl
-    import os
 
-    with open(f"{cfg.timing_lock}.{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}", "a") as f:
+    # read-only: the evaluation process sees a read-only tree; its parent created the file
+    with open(timing_lock_file(cfg)) as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -372,4 +380,5 @@ def safe_run_filters(source: str, cfg: FilterConfig, workdir: Path,
             pass
 
 
-__all__ = ["FilterConfig", "Verdict", "run_filters", "safe_run_filters", "stochastic_names", "reject"]
+__all__ = ["FilterConfig", "Verdict", "run_filters", "safe_run_filters", "stochastic_names", "reject",
+           "timing_lock_file"]

@@ -10,11 +10,16 @@ one evaluation process per request.  Each child
 - takes the environment of its request (``CUDA_VISIBLE_DEVICES``...), which works because the
   server never initializes CUDA,
 - talks to its requester over a socket the requester passed in (SCM_RIGHTS), and runs the same
-  evaluation loop as a spawned process (:func:`cuda_agent.synth.runner.serve_loop`).
+  evaluation loop as a spawned process (:func:`cuda_agent.synth.child.serve_loop`).
 
-The server reaps its children and reports each exit status to the requester, so a crash verdict
-still names the exit code or signal.  If the server cannot start or dies, :class:`EvalWorker`
-falls back to spawning a fresh interpreter per process (:mod:`cuda_agent.synth.runner`).
+The server itself runs behind the sandbox's launcher (:func:`cuda_agent.synth.child.contain`),
+so every child is born inside its namespaces, read-only tree and limits.  Inside a PID
+namespace a child's pid differs from the one the requester sees: the requester finds the host
+pid of each child among the server's descendants (``NSpid`` in /proc), so a timeout kills the
+right process group.  The server reaps its children and reports each exit status to the
+requester, so a crash verdict still names the exit code or signal.  If the server cannot start
+or dies, :class:`EvalWorker` falls back to spawning a fresh interpreter per process
+(:mod:`cuda_agent.synth.runner`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ..sandbox.process import descendants
+from .child import config, contain, quiet_stdio, serve_loop
 from .evaluate import FilterConfig
 
 STARTUP_TIMEOUT_S = 300.0
@@ -81,27 +88,19 @@ def _child(req: dict[str, Any], fd: int, ctrl: socket.socket) -> None:
         os.environ.update(req.get("env") or {})
         from multiprocessing.connection import Connection
 
-        from .runner import serve_loop
-
         conn = Connection(fd)
-        serve_loop(conn, conn, req["cfg"], req.get("log"))
+        serve_loop(conn, conn, config(req["cfg"]))
     except BaseException:  # noqa: BLE001 - the child must never return into the server loop
         code = 70
     finally:
         os._exit(code)
 
 
-def serve(ctrl_fd: int, cfg_dict: dict[str, Any], log_path: str | None) -> None:
-    """Server main loop (in the spawned server process)."""
+def serve(ctrl_fd: int, cfg_dict: dict[str, Any]) -> None:
+    """Server main loop (in the spawned server process; its stderr is the log)."""
     ctrl = socket.socket(fileno=ctrl_fd)
-    fd = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    nul = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(nul, 0)
-    os.close(nul)
-    cfg = FilterConfig(**{**cfg_dict, "band_ms": tuple(cfg_dict["band_ms"]) if cfg_dict.get("band_ms") else None})
+    quiet_stdio()
+    cfg = config(cfg_dict)
     import torch
 
     torch.set_num_threads(1)  # no OpenMP team in the server: children may fork safely and set their own
@@ -112,7 +111,6 @@ def serve(ctrl_fd: int, cfg_dict: dict[str, Any], log_path: str | None) -> None:
     except Exception:  # noqa: BLE001
         pass
     from . import evaluate  # noqa: F401  (imported once, shared by every child)
-    from . import runner  # noqa: F401
 
     t0 = time.time()
     try:
@@ -153,9 +151,23 @@ def serve(ctrl_fd: int, cfg_dict: dict[str, Any], log_path: str | None) -> None:
 
 
 def main() -> None:
-    """Entry of the server process (argv[1]: JSON with the ctrl fd, filter config and log path)."""
+    """Entry of the server process (argv[1]: JSON with the ctrl fd and the filter config)."""
     a = json.loads(sys.argv[1])
-    serve(int(a["fd"]), a["cfg"], a["log"])
+    serve(int(a["fd"]), a["cfg"])
+
+
+def _host_pid(root: int, inner: int) -> int | None:
+    """The pid, as this process sees it, of the descendant of ``root`` whose innermost pid is
+    ``inner`` (the same number when there is no PID namespace)."""
+    for p in descendants(root, 100_000):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                nspid = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+        except OSError:
+            continue
+        if nspid and int(nspid[-1]) == inner:
+            return p
+    return None
 
 
 # --- requester side -----------------------------------------------------------------------------
@@ -178,16 +190,23 @@ class ForkServer:
         self._ready = False
         self._dead = ""
         self._next = 0
+        self._inner: dict[int, int] = {}
+        """host pid -> pid inside the server's PID namespace, of each child."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._ctrl = mine
-        arg = json.dumps({"fd": theirs.fileno(), "cfg": asdict(cfg), "log": log_path})
+        arg = json.dumps({"fd": theirs.fileno(), "cfg": asdict(cfg)})
+        self.box = contain([sys.executable, "-c", "from cuda_agent.synth.forkserver import main; main()", arg], env)
+        log = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", "from cuda_agent.synth.forkserver import main; main()", arg],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
-                start_new_session=True)
+                self.box.argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                env=self.box.env, cwd=self.box.job_dir, start_new_session=True)
+        except OSError:
+            self.box.cleanup()
+            raise
         finally:
             theirs.close()
+            os.close(log)
         self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
         self._reader.start()
 
@@ -209,6 +228,8 @@ class ForkServer:
                 elif "exit" in msg:
                     self._exits[int(msg["exit"])] = int(msg["code"])
                 elif "id" in msg:
+                    if "pid" in msg:  # a new child: an old exit under a reused pid is not its own
+                        self._exits.pop(int(msg["pid"]), None)
                     self._replies[int(msg["id"])] = msg
                 self._cv.notify_all()
 
@@ -219,9 +240,9 @@ class ForkServer:
             if not self._ready:
                 raise ForkServerError(self._dead)
 
-    def spawn(self, env: dict[str, str] | None = None, log_path: str | None = None,
-              timeout: float = 30.0) -> tuple[int, socket.socket]:
-        """Fork one evaluation process; returns its pid (= its process group) and our socket to it."""
+    def spawn(self, env: dict[str, str] | None = None, timeout: float = 30.0) -> tuple[int, socket.socket]:
+        """Fork one evaluation process; returns its pid as we see it (= its process group) and our
+        socket to it."""
         self.wait_ready()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -229,8 +250,7 @@ class ForkServer:
                 self._next += 1
                 rid = self._next
                 try:
-                    _send(self._ctrl, {"id": rid, "env": env or {}, "cfg": asdict(self.cfg),
-                                       "log": log_path or self.log_path}, [theirs.fileno()])
+                    _send(self._ctrl, {"id": rid, "env": env or {}, "cfg": asdict(self.cfg)}, [theirs.fileno()])
                 except OSError as e:
                     raise ForkServerError(f"fork server unreachable: {e}") from None
             with self._cv:
@@ -247,17 +267,28 @@ class ForkServer:
         if "pid" not in reply:
             mine.close()
             raise ForkServerError(reply.get("error", "fork failed"))
-        return int(reply["pid"]), mine
+        inner = int(reply["pid"])
+        pid = _host_pid(self._proc.pid, inner)
+        if pid is None:  # never guess: a wrong pid would be killed on a timeout
+            mine.close()
+            raise ForkServerError(f"forked child {inner} not found among the server's processes")
+        with self._cv:
+            self._inner[pid] = inner
+        return pid, mine
 
     def exit_code(self, pid: int, timeout: float = 5.0) -> int | None:
         """Exit status of a child (``-signal`` if killed), once the server has reaped it."""
         with self._cv:
-            self._cv.wait_for(lambda: pid in self._exits or self._dead, timeout)
-            return self._exits.pop(pid, None)
+            inner = self._inner.get(pid, pid)
+            self._cv.wait_for(lambda: inner in self._exits or self._dead, timeout)
+            code = self._exits.pop(inner, None)
+            if code is not None:
+                self._inner.pop(pid, None)
+            return code
 
     def exited(self, pid: int) -> bool:
         with self._cv:
-            return pid in self._exits
+            return self._inner.get(pid, pid) in self._exits
 
     def alive(self) -> bool:
         return not self._dead and self._proc.poll() is None
@@ -276,6 +307,7 @@ class ForkServer:
             except (ProcessLookupError, PermissionError):
                 pass
             self._proc.wait(5)
+        self.box.cleanup()
 
     def __enter__(self) -> "ForkServer":
         return self
@@ -285,3 +317,4 @@ class ForkServer:
 
 
 __all__ = ["ForkServer", "ForkServerError", "serve", "main"]
+

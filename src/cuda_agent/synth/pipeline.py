@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tasks import KERNELBENCH_ENV, TaskError, validate_source
+from ..tasks import TaskError, kernelbench_path, validate_source
 from .compose import Candidate, get_composer, parse_mix, quotas
 from .decontam import ReferenceIndex, norm_hash, normalize
 from .evaluate import FilterConfig, Verdict
@@ -31,7 +31,6 @@ from .report import build_stats, plot_similarity, stats_markdown, write_dataset
 from .forkserver import ForkServer
 from .runner import EvalWorker
 
-DEFAULT_KERNELBENCH = "/work/shared/kernelbench/kernelbench.jsonl"
 
 
 class SynthError(RuntimeError):
@@ -70,12 +69,6 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return out
-
-
-def _resolve_kernelbench(kernelbench: str | Path | None) -> Path | None:
-    p = kernelbench or os.environ.get(KERNELBENCH_ENV) or (DEFAULT_KERNELBENCH if Path(DEFAULT_KERNELBENCH).exists()
-                                                           else None)
-    return Path(p) if p else None
 
 
 def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", device: str = "cpu",
@@ -153,10 +146,10 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
          progress: bool, t_start: float, deadline: float | None, drain_s: float) -> SynthResult:
     index: ReferenceIndex | None = None
     if decontaminate:
-        kb = _resolve_kernelbench(kernelbench)
-        if kb is None or not kb.exists():
-            raise SynthError(f"decontamination needs KernelBench: pass --kernelbench PATH or set ${KERNELBENCH_ENV} "
-                             f"(or --no-decontaminate){f'; not found: {kb}' if kb else ''}")
+        try:
+            kb = kernelbench_path(kernelbench)
+        except TaskError as e:
+            raise SynthError(f"decontamination needs KernelBench (or --no-decontaminate): {e}") from None
         try:
             index = ReferenceIndex.kernelbench(kb)
         except TaskError as e:

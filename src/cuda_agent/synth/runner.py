@@ -1,12 +1,13 @@
-"""Evaluation processes: task code runs in a child process, never in the pipeline's.
+"""Evaluation processes: task code runs in a contained child process, never in the pipeline's.
 
 :class:`EvalWorker` owns one long-lived child that evaluates task sources one at a time.  The
 child is forked from a warm :class:`~cuda_agent.synth.forkserver.ForkServer` when one is given
 (torch imported and torch.compile warmed up once, not per process), else spawned as a fresh
-interpreter (CUDA-safe either way).  A hang past the phase's time limit kills the child's whole
-process group (a ``timeout`` or ``compile_timeout`` verdict); a crash (segfault, ``os._exit``)
-gives a ``crash`` verdict with the exit code; either way the next task gets a fresh child.  Child
-stdout/stderr go to a log file, not the terminal.
+interpreter (CUDA-safe either way); either way it runs behind the sandbox's launcher, as a
+check's candidate does (:mod:`cuda_agent.synth.child`).  A hang past the phase's time limit
+kills the child's whole process group (a ``timeout`` or ``compile_timeout`` verdict); a crash
+(segfault, ``os._exit``) gives a ``crash`` verdict with the exit code; either way the next task
+gets a fresh child.  Child stdout/stderr go to a log file, not the terminal.
 """
 
 from __future__ import annotations
@@ -16,66 +17,37 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .evaluate import FilterConfig, Verdict, reject
+from .child import contain
+from .evaluate import FilterConfig, Verdict, reject, timing_lock_file
 from .forkserver import ForkServer, ForkServerError
 
 STARTUP_TIMEOUT_S = 180.0
 
 
-def serve_loop(conn_in: Connection, conn_out: Connection, cfg_dict: dict[str, Any], log_path: str | None) -> None:
-    """Child main loop: receive task sources on ``conn_in``, send phases and verdicts on ``conn_out``."""
-    fd = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    nul = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(nul, 0)
-    os.close(nul)
-    cfg = FilterConfig(**{**cfg_dict, "band_ms": tuple(cfg_dict["band_ms"]) if cfg_dict.get("band_ms") else None})
-    import torch
-
-    torch.set_num_threads(max(1, cfg.threads))
-    try:
-        import torch._inductor.config as ic
-
-        ic.compile_threads = 1
-    except Exception:  # noqa: BLE001
-        pass
-    from .evaluate import safe_run_filters
-
-    workdir = Path(tempfile.mkdtemp(prefix="synth_eval_"))
-    conn_out.send(("ready", None))
-    while True:
-        try:
-            msg = conn_in.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        verdict = safe_run_filters(msg, cfg, workdir, phase=lambda p: conn_out.send(("phase", p)))
-        conn_out.send(("result", verdict.to_dict()))
-
-
-def _serve(cfg_dict: dict[str, Any], log_path: str | None) -> None:
-    """Spawned child: task sources arrive on fd 0, messages leave on (a copy of) fd 1."""
-    conn_in = Connection(os.dup(0), writable=False)
-    conn_out = Connection(os.dup(1), readable=False)
-    serve_loop(conn_in, conn_out, cfg_dict, log_path)
+def _log(log_path: str | None) -> int:
+    return os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
 
 class _Spawned:
-    """A child started as a fresh interpreter (subprocess)."""
+    """A child started as a fresh interpreter (subprocess) behind the launcher, in a job
+    directory of its own."""
 
     def __init__(self, cfg: FilterConfig, env: dict[str, str], log_path: str | None):
-        arg = json.dumps({"cfg": cfg.to_dict(), "log": log_path})
-        self.proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.synth.runner import main; main()", arg],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **env},
-                                     start_new_session=True)
+        self.box = contain([sys.executable, "-c", "from cuda_agent.synth.child import main; main()",
+                            json.dumps(cfg.to_dict())], env)
+        log = _log(log_path)
+        try:
+            self.proc = subprocess.Popen(self.box.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                         env=self.box.env, cwd=self.box.job_dir, start_new_session=True)
+        except OSError:
+            self.box.cleanup()
+            raise
+        finally:
+            os.close(log)
         self.pid = self.proc.pid
         self.send_conn = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
         self.recv_conn = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
@@ -91,13 +63,16 @@ class _Spawned:
         except subprocess.TimeoutExpired:
             return None
 
+    def ended(self) -> None:
+        self.box.cleanup()
+
 
 class _Forked:
-    """A child forked by the fork server."""
+    """A child forked by the fork server (inside the server's sandbox)."""
 
-    def __init__(self, server: ForkServer, env: dict[str, str], log_path: str | None):
+    def __init__(self, server: ForkServer, env: dict[str, str]):
         self.server = server
-        self.pid, sock = server.spawn(env=env, log_path=log_path)
+        self.pid, sock = server.spawn(env=env)
         self.send_conn = self.recv_conn = Connection(sock.detach())
         self._code: int | None = None
 
@@ -116,6 +91,9 @@ class _Forked:
         if self._code is None:
             self._code = self.server.exit_code(self.pid, timeout)
         return self._code
+
+    def ended(self) -> None:
+        pass
 
 
 class EvalWorker:
@@ -136,10 +114,13 @@ class EvalWorker:
         self._child: _Spawned | _Forked | None = None
 
     def _start(self) -> None:
+        if self.cfg.timing_lock:  # created here: the child cannot create files outside its job directory
+            lock = timing_lock_file(self.cfg, self.env)
+            os.close(os.open(lock, os.O_WRONLY | os.O_CREAT, 0o644))
         child: _Spawned | _Forked | None = None
         if self.server is not None:
             try:
-                child = _Forked(self.server, self.env, self.log_path)
+                child = _Forked(self.server, self.env)
                 self.starts["forked"] += 1
             except (ForkServerError, OSError):
                 child = None
@@ -165,6 +146,7 @@ class EvalWorker:
             except (ProcessLookupError, PermissionError):
                 pass
         c.exit_code(10)
+        c.ended()
         for conn in {id(c.send_conn): c.send_conn, id(c.recv_conn): c.recv_conn}.values():
             conn.close()
         self._child = None
@@ -243,9 +225,3 @@ class EvalWorker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def main() -> None:
-    """Entry of the evaluation child process (argv[1]: JSON with the filter config and log path)."""
-    a = json.loads(sys.argv[1])
-    _serve(a["cfg"], a["log"])

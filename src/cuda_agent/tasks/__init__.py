@@ -184,6 +184,23 @@ def load_rows(path: str | Path, source_column: str = "code", id_column: str | No
 
 
 KERNELBENCH_ENV = "CUDA_AGENT_KERNELBENCH"
+KERNELBENCH_HOWTO = ("get it from https://github.com/ScalingIntelligence/KernelBench (a clone) or the Hugging Face "
+                     "dataset ScalingIntelligence/KernelBench (JSONL/parquet), then give --kernelbench PATH or set "
+                     f"${KERNELBENCH_ENV}")
+
+
+def kernelbench_path(kernelbench: str | Path | None = None) -> Path:
+    """The KernelBench dataset: the explicit option, else ``$CUDA_AGENT_KERNELBENCH``, else a
+    TaskError that says how to get it.  The one place that decides where KernelBench is."""
+    import os
+
+    src = kernelbench or os.environ.get(KERNELBENCH_ENV)
+    if not src:
+        raise TaskError(f"no KernelBench dataset: {KERNELBENCH_HOWTO}")
+    p = Path(src)
+    if not p.exists():
+        raise TaskError(f"KernelBench dataset not found: {p} ({KERNELBENCH_HOWTO})")
+    return p
 
 
 def resolve(ref: str | Path, kernelbench: str | Path | None = None) -> Task:
@@ -203,9 +220,9 @@ def resolve(ref: str | Path, kernelbench: str | Path | None = None) -> Task:
         raise TaskError(f"no row with id {tid!r} in {path}")
     kb = parse_kernelbench_ref(s)
     if kb:
-        src = kernelbench or os.environ.get(KERNELBENCH_ENV)
-        if not src:
-            raise TaskError(f"{s} looks like a KernelBench reference: give the dataset with "
-                            f"--kernelbench PATH or ${KERNELBENCH_ENV}")
+        try:
+            src = kernelbench_path(kernelbench)
+        except TaskError as e:
+            raise TaskError(f"{s} looks like a KernelBench reference; {e}") from None
         return load_kernelbench(src, *kb)[0]
     raise TaskError(f"task not found: {s} (a .py file, L<level>/<id> for KernelBench, or FILE.jsonl#ID)")

@@ -12,6 +12,8 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Protocol
 
+from ...registry import Registry
+
 
 class BackendError(RuntimeError):
     """The LLM could not be reached or answered garbage after all retries."""
@@ -92,15 +94,13 @@ def approx_tokens(messages: list[dict[str, Any]]) -> int:
     return n
 
 
-_BACKENDS: dict[str, Callable[..., Backend]] = {}
+_BACKENDS: Registry = Registry("LLM back-end")
 
 
 def register_backend(name: str) -> Callable[[Callable[..., Backend]], Callable[..., Backend]]:
-    """Register a back-end factory (a class or function taking keyword options)."""
-    def deco(factory: Callable[..., Backend]) -> Callable[..., Backend]:
-        _BACKENDS[name] = factory
-        return factory
-    return deco
+    """Register a back-end factory (a class or function taking keyword options); a name taken
+    by another back-end is refused."""
+    return _BACKENDS.register(name)
 
 
 def backend_names() -> list[str]:

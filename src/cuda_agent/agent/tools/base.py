@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ...registry import Registry
+
 if TYPE_CHECKING:  # pragma: no cover
     from .shell import ShellManager
 
@@ -108,13 +110,12 @@ class Tool:
                              "parameters": self.parameters}}
 
 
-_TOOLS: dict[str, Tool] = {}
+_TOOLS: Registry = Registry("tool")
 
 
 def register_tool(tool: Tool) -> Tool:
-    """Add (or replace) a tool in the registry used by default tool sets."""
-    _TOOLS[tool.name] = tool
-    return tool
+    """Add a tool to the registry used by default tool sets; a name taken by another tool is refused."""
+    return _TOOLS.add(tool.name, tool)
 
 
 def registered_tools() -> dict[str, Tool]:

@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from ...registry import Registry
+
 BUILT, CHECKED, DIED, FAILED = "built", "checked", "died", "failed"
 
 
@@ -104,14 +106,12 @@ class Backend:
 
 
 BackendFactory = Callable[..., Backend]
-_BACKENDS: dict[str, BackendFactory] = {}
+_BACKENDS: Registry = Registry("pool back-end")
 
 
 def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
-    def deco(factory: BackendFactory) -> BackendFactory:
-        _BACKENDS[name] = factory
-        return factory
-    return deco
+    """Class/factory decorator; a name taken by another back-end is refused."""
+    return _BACKENDS.register(name)
 
 
 def backend_names() -> list[str]:

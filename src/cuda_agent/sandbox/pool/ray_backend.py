@@ -131,7 +131,7 @@ class RayBackend(Backend):
             import ray
         except ImportError:
             raise PoolError("the ray back-end needs ray: pip install 'cuda-agent[pool]'") from None
-        from ..build import cache_root
+        from ..cache import cache_root
         from .devices import gpu_arch, visible_gpus
 
         self._ray = ray

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from ...registry import Registry
+
 BUCKETS = ("1", "2", "3", "4", "5", "transformers")
 
 PAPER_MIX: dict[str, float] = {"1": 0.0340, "2": 0.8377, "3": 0.0762, "4": 0.0280, "5": 0.0123,
@@ -46,17 +48,12 @@ class Composer(Protocol):
         ...  # pragma: no cover
 
 
-COMPOSERS: dict[str, Callable[..., Composer]] = {}
+COMPOSERS: Registry = Registry("composer")
 
 
 def register_composer(name: str) -> Callable[[Callable[..., Composer]], Callable[..., Composer]]:
-    """Class/factory decorator: ``@register_composer("mine")``."""
-
-    def deco(factory: Callable[..., Composer]) -> Callable[..., Composer]:
-        COMPOSERS[name] = factory
-        return factory
-
-    return deco
+    """Class/factory decorator: ``@register_composer("mine")``; a name taken by another composer is refused."""
+    return COMPOSERS.register(name)
 
 
 def get_composer(name: str, **options: Any) -> Composer:
