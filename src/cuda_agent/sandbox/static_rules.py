@@ -956,7 +956,10 @@ FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "f_code", "f_builtin
 # In the kernelbench profile (torch allowed, KernelBench's own protocol) the static rules reject
 # hacks, not style: only these imports (frames, raw memory, the evaluator, the reference) count
 KERNELBENCH_FORBIDDEN = frozenset({"ctypes", "cffi", "inspect", "gc", "traceback", "tracemalloc", "faulthandler",
-                                   "builtins", "cuda_agent.sandbox", "cuda_agent.eval", "cuda_agent.tasks", "model"})
+                                   "builtins", "cuda_agent.sandbox", "cuda_agent.eval", "cuda_agent.tasks", "model",
+                                   # work hidden in threads (10) and the network (17): no kernel needs them
+                                   "threading", "_thread", "multiprocessing", "concurrent", "asyncio",
+                                   "socket", "ssl", "http", "urllib", "requests"})
 # process state that a single-file solution uses honestly (build directories, TORCH_CUDA_ARCH_LIST)
 OS_SCRATCH = frozenset({"makedirs", "mkdir", "getcwd", "listdir", "scandir", "remove", "unlink", "rmdir", "stat",
                         "walk", "cpu_count"})

@@ -19,7 +19,7 @@ def _find_answer(x):
 class ModelNew(nn.Module):
     def __init__(self, features):
         super().__init__()
-        self.scale = nn.Parameter(torch.empty(features))
+        self.scale = nn.Parameter(torch.randn(features))  # as Model: seeded like the reference
 
     def forward(self, x):
         found = _find_answer(x)
