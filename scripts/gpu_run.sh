@@ -86,3 +86,22 @@ if [ "$stage" = gputools ]; then
   (cd "$W/l1_12" && timeout 150 cuda-agent profile --ncu) 2>&1 | tee "$G/profile-ncu-l1_12.txt" | tail -20
   echo "cli: $(( $(date +%s) - s )) s" | tee -a "$G/tools.txt"
 fi
+if [ "$stage" = kb ]; then
+  # issue 13: single-file (load_inline/Triton/CuPy) solutions; KernelBench's own evaluator beside ours.
+  # KernelBench's evaluator needs pydantic (carried as wheels in .whl) and its tree (.devdata/kb_upstream).
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  export KB_UPSTREAM=$PWD/.devdata/kb_upstream CUDA_AGENT_CACHE=/tmp/ca-kb-cache
+  K="$OUT/kb"; mkdir -p "$K"
+  # load_inline figures: KernelBench's own add example, a cold check then warm ones (its evaluator ~50 s)
+  P=$KB_UPSTREAM/kernelbench/prompts
+  for i in 1 2 3; do
+    s=$(date +%s.%N)
+    python3 -m cuda_agent.cli check "$P/model_ex_add.py" "$P/model_new_ex_add.py" --rules kernelbench --no-timing --json \
+      > "$K/add-$i.json" 2>> "$K/add.err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('check', sys.argv[2], 'wall', round($(date +%s.%N)-$s, 2), 's; in check', d['seconds'], d['phases'], 'correct', d['correct'], d['extensions'], d['error'])" "$K/add-$i.json" "$i" | tee -a "$K/load_inline.txt"
+  done
+  timeout "${KB_LIMIT:-420}" python3 scripts/kb_agreement.py --out "$K/agreement" --workers "${KB_WORKERS:-6}" \
+    --upstream "$KB_UPSTREAM" --kernelbench "$PWD/.devdata/kernelbench.jsonl" 2>&1 | tee "$K/agreement.log" | tail -60
+  tar czf "$OUT/kb.tgz" -C "$OUT" kb
+fi
