@@ -485,7 +485,7 @@ PY_ATTACKS = [
     ("py-forbidden-import", "import timeit # <-"),
     ("py-forbidden-import", "from cuda_agent.sandbox import compare # <-"),
     ("py-import-not-allowed", "import random # <-"),
-    ("py-foreign-compute", "import numpy as np # <-"),
+    ("py-foreign-compute", "import numpy as np # <-\nZ = np.exp(2.0)"),
     ("py-torch-internals", "T = torch\nT._C._set_grad_enabled(False) # <-"),
     ("py-torch-internals", "from torch.utils._python_dispatch import TorchDispatchMode # <-"),
     ("py-torch-internals", "lib = torch.library.Library('aten', 'IMPL') # <-"),
@@ -541,12 +541,21 @@ def test_python_attack_is_flagged_at_its_line(tmp_path, rule, code):
     assert rule in _rules_at(found, f"model_new.py:{line}"), found
 
 
+def test_numpy_scalar_types_for_kernel_arguments_are_not_foreign_compute(tmp_path):
+    """CuPy solutions pass ``np.int64(n)`` to a RawKernel: numpy for scalar types alone is fine."""
+    f = tmp_path / "model_new.py"
+    f.write_text("import numpy as np\nimport cupy as cp\nN = np.int64(4)\n")
+    assert check_sources(f, task_source=FP32_TASK, profile="strict") == []
+    f.write_text("import numpy as np\nimport cupy as cp\nN = np.int64(4)\nY = np.exp(N)\n")
+    assert {v.rule for v in check_sources(f, task_source=FP32_TASK, profile="strict")} == {"py-foreign-compute"}
+
+
 def test_python_rule_ids_all_covered():
     py_rules = {r for r in RULES if r.startswith("py-")}
     assert py_rules <= {r for r, _ in PY_ATTACKS}
 
 
-KB_ALLOWED = ["import numpy as np", "import random", "fast = torch.compile(lambda x: x)", "def f(x):\n    try:\n        return x\n    except Exception:\n        return x"]
+KB_ALLOWED = ["import numpy as np\nZ = np.exp(2.0)", "import random", "fast = torch.compile(lambda x: x)", "def f(x):\n    try:\n        return x\n    except Exception:\n        return x"]
 
 
 @pytest.mark.parametrize("code", KB_ALLOWED)

@@ -95,6 +95,13 @@ def flatten(out) -> list:
     return [out]
 
 
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-identical (NaN equals NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)))
+
+
 def _storages(xs) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in xs if isinstance(t, torch.Tensor)}
 
@@ -237,8 +244,18 @@ class Runner:
                                 out = self.model(*xs)
                         else:
                             out = self.model(*xs)
+                    # the outputs as the current stream sees them the moment forward returns: work
+                    # still running on a stream it never joined shows up as a difference after the sync
+                    early = [o.clone() for o in flatten(out) if isinstance(o, torch.Tensor)] \
+                        if self.device == "cuda" else []
                     self._sync()
                     outs = flatten(out)
+                    if early and not all(_same_bits(a, b) for a, b in
+                                         zip(early, [o for o in outs if isinstance(o, torch.Tensor)])):
+                        violations.append(Violation(
+                            "unjoined-stream", "the output was not complete on the current stream when forward "
+                            "returned: work runs on another stream (or thread) that the current stream never waits "
+                            "for, so a timer on the current stream does not see it", "", exploit_class=10))
                     if guard is not None:
                         violations += guard.violations()
                     left = [t for t in threading.enumerate() if t not in py_threads and t.is_alive()]

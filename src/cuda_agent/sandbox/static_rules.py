@@ -296,7 +296,7 @@ TORCH_ALLOWED = frozenset(
     """Tensor TensorBase TensorOptions ScalarType Device DeviceType IntArrayRef ArrayRef Scalar Layout MemoryFormat
     optional nullopt OptionalIntArrayRef TensorAccessor PackedTensorAccessor PackedTensorAccessor32
     PackedTensorAccessor64 GenericPackedTensorAccessor RestrictPtrTraits DefaultPtrTraits
-    empty empty_like empty_strided zeros zeros_like ones ones_like from_blob
+    empty empty_like empty_strided zeros zeros_like ones ones_like full full_like from_blob
     dtype device layout requires_grad memory_format elementSize toString typeMetaToScalarType
     kFloat kFloat32 kDouble kFloat64 kInt kInt32 kLong kInt64 kShort kInt16 kChar kInt8 kByte kUInt8 kBool
     kHalf kFloat16 kBFloat16 Half BFloat16 kCUDA kCPU kStrided Contiguous device_of
@@ -546,7 +546,8 @@ def _tensor_names(toks: list[Token]) -> tuple[set[int], set[int]]:
                         k = j + 2
                         while k + 2 < len(toks) and toks[k + 1].text == "::":
                             k += 2
-                        if toks[k].text in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "from_blob"):
+                        if toks[k].text in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
+                                            "full", "full_like", "from_blob"):
                             names.add(key(j))
                             decl.add(j)
                     elif known(j + 2) and after is not None:
@@ -1083,6 +1084,16 @@ def _forbidden_key(name: str) -> str | None:
     return None
 
 
+NUMPY_SCALARS = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "intp", "uintp",
+                           "float16", "float32", "float64", "bool_", "dtype"})
+
+
+def _numpy_scalars_only(mod: PyModule) -> bool:
+    """numpy imported for scalar types alone (``np.int64(n)`` as a CuPy RawKernel argument)."""
+    refs = [d for _, d in _dotted_refs(mod) if d == "numpy" or d.startswith("numpy.")]
+    return all(d.split(".")[1] in NUMPY_SCALARS for d in refs if d != "numpy")
+
+
 @py_check
 def _check_imports(mod: PyModule, ctx: Context) -> None:
     for node in ast.walk(mod.tree):
@@ -1102,9 +1113,10 @@ def _check_imports(mod: PyModule, ctx: Context) -> None:
                 ctx.flag(R_PY_REFERENCE, "import of the reference module (model.py): a solution must not use the reference", mod.where(node))
             elif key is not None:
                 ctx.flag(R_PY_IMPORT, f"import of {name}: not allowed in a solution (exploit class {FORBIDDEN_IMPORTS[key]})", mod.where(node), FORBIDDEN_IMPORTS[key])
-            elif name.split(".")[0] in FOREIGN_COMPUTE:
+            elif name.split(".")[0] in FOREIGN_COMPUTE and not (name == "numpy" and _numpy_scalars_only(mod)):
                 ctx.flag(R_PY_FOREIGN, f"import of {name}: compute must come from the solution's own kernels", mod.where(node))
-            elif name in modules and name not in STRICT_ALLOWED_IMPORTS and not name.startswith("cuda_agent.ext."):
+            elif (name in modules and name not in STRICT_ALLOWED_IMPORTS and not name.startswith("cuda_agent.ext.")
+                  and not (name == "numpy" and _numpy_scalars_only(mod))):
                 ctx.flag(R_PY_NOT_ALLOWED, f"import of {name}: the strict rules allow torch, torch.nn(.functional), math, typing, dataclasses, functools, os.path and cuda_agent.ext", mod.where(node))
             else:
                 continue
