@@ -33,7 +33,8 @@ def _line(row, reused: bool) -> str:
 @click.option("--suite", type=click.Path(exists=True), default=None,
               help="another problem set in KernelBench's layout (JSONL/parquet rows with level, problem_id, name, "
                    "code, or a level<N>/ tree), e.g. examples/cpu_suite/suite.jsonl; default: KernelBench.")
-@click.option("--levels", default="1,2,3", show_default=True, help="levels to evaluate, e.g. 1,2.")
+@click.option("--levels", default=None, help="levels to evaluate, e.g. 1,2 (default: 1,2,3 of KernelBench; "
+                                              "every level of a --suite).")
 @click.option("--ids", default=None, help="only these problems: 12,19 (every selected level) or L1/12,L2/5.")
 @DEVICE
 @RULES
@@ -68,8 +69,9 @@ def eval_command(solutions, out_dir, kernelbench, suite, levels, ids, device, ru
     if device == "cpu" and gpus:
         raise click.UsageError("--gpus needs --device cuda")
     try:
-        lv = parse_levels(levels)
+        lv = parse_levels(levels) if levels or not suite else ()
         tasks = select(suite or kernelbench, lv, parse_ids(ids))
+        lv = lv or tuple(sorted({t.meta["level"] for t in tasks}))
         found = find(solutions, tasks, all_snapshots=all_snapshots)
     except (SuiteError, SolutionsError) as e:
         raise click.UsageError(str(e)) from None
