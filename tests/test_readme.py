@@ -26,10 +26,10 @@ README = ROOT / "README.md"
 MARK = re.compile(r"<!-- readme-test( needs=(\w+))? -->\n```\w*\n(.*?)```", re.S)
 
 
-def sessions(text: str) -> list[tuple[str | None, list[tuple[str, list[str]]]]]:
+def sessions(text: str, mark: re.Pattern = MARK) -> list[tuple[str | None, list[tuple[str, list[str]]]]]:
     """[(need, [(command, shown output lines)])] of every marked block."""
     out = []
-    for m in MARK.finditer(text):
+    for m in mark.finditer(text):
         steps: list[tuple[str, list[str]]] = []
         lines = m.group(3).splitlines()
         i = 0
@@ -80,13 +80,9 @@ def _shown_in(shown: list[str], actual: str) -> list[str]:
     return missing
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("n", range(len(sessions(README.read_text()))))
-def test_readme_session_runs_as_shown(n, tmp_path):
-    need, steps = sessions(README.read_text())[n]
+def _env(tmp_path: Path) -> dict[str, str]:
+    """This checkout first on the path, ``cuda-agent`` a command running it, progress as a user gets it."""
     env = dict(os.environ)
-    if need == "kernelbench" and not env.get("CUDA_AGENT_KERNELBENCH"):
-        pytest.skip("needs the KernelBench data: set CUDA_AGENT_KERNELBENCH")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     exe = bin_dir / "cuda-agent"
@@ -95,16 +91,63 @@ def test_readme_session_runs_as_shown(n, tmp_path):
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
     env.pop("CUDA_AGENT_NO_PROGRESS", None)
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "examples").symlink_to(ROOT / "examples")
-    cwd, pwd = work, tmp_path / "pwd"
+    return env
+
+
+def run_steps(steps: list[tuple[str, list[str]]], cwd: Path, env: dict[str, str], pwd: Path) -> Path:
+    """Run the commands in order (a ``cd`` carries over); each must print what is shown."""
     for cmd, shown in steps:
         p = subprocess.run(["bash", "-c", f"set -e\n{cmd}\npwd > {pwd}"], cwd=cwd, env=env, capture_output=True,
                            text=True, timeout=900)
         output = p.stdout + p.stderr
         assert p.returncode == 0, f"$ {cmd}\n{output[-3000:]}"
         missing = _shown_in(shown, output)
-        assert not missing, f"$ {cmd}\nthe README shows lines the run did not print:\n" + "\n".join(missing) + \
+        assert not missing, f"$ {cmd}\nthe document shows lines the run did not print:\n" + "\n".join(missing) + \
             f"\n--- the run printed:\n{output[-4000:]}"
         cwd = Path(pwd.read_text().strip())
+    return cwd
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", range(len(sessions(README.read_text()))))
+def test_readme_session_runs_as_shown(n, tmp_path):
+    need, steps = sessions(README.read_text())[n]
+    if need == "kernelbench" and not os.environ.get("CUDA_AGENT_KERNELBENCH"):
+        pytest.skip("needs the KernelBench data: set CUDA_AGENT_KERNELBENCH")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "examples").symlink_to(ROOT / "examples")
+    run_steps(steps, work, _env(tmp_path), tmp_path / "pwd")
+
+
+SKILL_SESSION = re.compile(r"()()```text\n(\$ cuda-agent .*?)```", re.S)
+CODE = re.compile(r"^`([\w./]+)`:\n```\w+\n(.*?)```", re.S | re.M)
+
+
+def test_skill_worked_examples_are_the_bundled_examples():
+    from cuda_agent.sandbox.workspace import skill_text
+
+    for device, example in (("cuda", "cuda_axpby"), ("cpu", "cpu_scaled_swish")):
+        files = dict(CODE.findall(skill_text(device)))
+        assert {"model_new.py"} < set(files) and any(f.endswith("_binding.cpp") for f in files), device
+        for rel, code in files.items():
+            assert code == (ROOT / "examples" / example / "solution" / rel).read_text(), (device, rel)
+
+
+@pytest.mark.slow
+def test_skill_session_runs_as_shown(tmp_path):
+    """SKILL.md's session, in a CPU workspace: the commands on the starter, then the worked
+    example's files as SKILL.md prints them, then the rest."""
+    from cuda_agent.sandbox.workspace import skill_text
+
+    text = skill_text("cpu")
+    (_, steps), = sessions(text, SKILL_SESSION)
+    env, pwd = _env(tmp_path), tmp_path / "pwd"
+    ws = tmp_path / "ws"
+    subprocess.run(["bash", "-c", f"cuda-agent workspace {ROOT / 'examples/cpu_scaled_swish/task.py'} {ws} --device cpu"],
+                   env=env, check=True, capture_output=True)
+    first = next(i for i, (cmd, _) in enumerate(steps) if cmd.startswith("cuda-agent compile"))
+    run_steps(steps[:first], ws, env, pwd)
+    for rel, code in CODE.findall(text):
+        (ws / rel).write_text(code)
+    run_steps(steps[first:], ws, env, pwd)

@@ -195,7 +195,8 @@ def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, 
     if overall is None:
         click.echo("no solution was evaluated")
     else:
-        click.echo(f"best solution: {rows[overall]['best']} (attempt {overall}); trajectories under {out}")
+        click.echo(f"best solution: {out / f'attempt_{overall}' / 'best'} (attempt {overall}); "
+                   f"trajectories under {out}")
 
 
 @click.command("show", cls=OneLineCommand)
