@@ -200,7 +200,7 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
         if res.verdict.exploit_class:
             classes.add(res.verdict.exploit_class)
     res.exploit_classes = sorted(classes)
-    if o.verify:  # a build-only check (`compile`) verified nothing: it has no reward
+    if o.verify or not res.compiled:  # a build that worked but was not verified (`compile`) has no reward yet
         res.reward = rewards.compute(o.reward, rewards.Outcome(
             compiled=res.compiled, correct=res.correct, t_gen=res.t_gen_ms, t_eager=res.t_eager_ms,
             t_compile=res.t_compile_ms))
