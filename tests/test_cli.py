@@ -67,22 +67,7 @@ def test_kernelbench_rules_flag(example_dir, tmp_path):
     assert not d["correct"] and d["violations"][0]["rule"] == "torch-op-in-forward"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["check", "{tmp}/missing_task.py", "{sol}"], "task not found"),
-    (["check", "{task}", "{tmp}/missing_solution"], "solution not found"),
-    (["check", "{task}", "{sol}", "--reward", "no-such-scheme"], "unknown reward scheme 'no-such-scheme'"),
-    (["check", "L1/12", "{sol}"], "looks like a KernelBench reference"),
-    (["workspace", "{tmp}/missing_task.py", "{tmp}/ws"], "task not found"),
-    (["verify", "{tmp}"], "is not inside a cuda-agent workspace"),
-])
-def test_usage_errors_one_clear_line(example_dir, tmp_path, monkeypatch, args, message):
-    monkeypatch.delenv("CUDA_AGENT_KERNELBENCH", raising=False)
-    fill = {"tmp": tmp_path, "task": example_dir / "task.py", "sol": example_dir / "solution"}
-    r = run(*[a.format(**fill) for a in args])
-    assert r.exit_code == 2, r.output
-    errors = [l for l in r.output.splitlines() if l.startswith("Error:")]
-    assert len(errors) == 1 and message in errors[0], r.output
-    assert "Traceback" not in r.output
+# Usage errors of every command: tests/test_cli_grammar.py.
 
 
 def test_console_script_entry_point(tmp_path, example_dir):

@@ -44,7 +44,9 @@ def _rows(jsonl: Path, wanted: set[tuple[int, int]]) -> list[dict]:
 
 def test_load_file(tmp_path, example_dir):
     t = load_file(example_dir / "task.py")
-    assert t.id == "task"
+    assert t.id == "cpu_scaled_swish"  # a file named task.py takes its directory's name
+    (tmp_path / "my_op.py").write_text((example_dir / "task.py").read_text())
+    assert load_file(tmp_path / "my_op.py").id == "my_op"
     assert "class Model" in t.source
     assert t.meta["path"] == str((example_dir / "task.py").resolve())
     assert len(t.sha) == 16 and t.sha == load_file(example_dir / "task.py").sha

@@ -9,29 +9,13 @@ from pathlib import Path
 
 import click
 
-from . import reward as rewards
+from .cliopts import (DEVICE, EXISTING, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineGroup, StageLines,
+                      device_option, progress_on)
 from .tasks import TaskError, resolve
 
-DEVICE = click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
-                      help="cuda (default when a GPU is visible) or cpu (C++ kernels, no GPU).")
-RULES = click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True,
-                     help="strict: no torch compute in forward; kernelbench: torch ops allowed.")
-REWARD = click.option("--reward", "reward_name", default="paper", show_default=True,
-                      help=f"reward scheme ({', '.join(rewards.names())}).")
-JSON = click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of a summary.")
 NCU = click.option("--ncu", is_flag=True,
                    help="also read Nsight Compute counters of each kernel of one forward (GPU only).")
 GPU_ONLY = "is GPU-only (NVIDIA's {tool} reads the GPU); on the CPU backend use `cuda-agent profile` for times and the roofline"
-KB = click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
-                  help="KernelBench dataset (JSONL/parquet or a clone) for L<level>/<id> task references.")
-
-
-def _default_device(device: str | None) -> str:
-    if device:
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _fmt_ms(x: float | None) -> str:
@@ -48,7 +32,6 @@ def print_result(r, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(r.to_dict()))
         return
-    ok = r.compiled and r.correct
     click.echo(f"task      {r.task_id} ({r.device}, rules {r.rules})")
     click.echo(f"compiled  {'yes' if r.compiled else 'NO'}" + (
         f"  ({r.build.seconds:.1f} s; compiled {', '.join(r.build.compiled) or 'nothing'}; "
@@ -80,7 +63,7 @@ def print_result(r, as_json: bool) -> None:
         click.echo(f"warning   {w}")
     if r.t_gen_ms is not None:
         click.echo(f"time      yours {_fmt_ms(r.t_gen_ms)} | eager {_fmt_ms(r.t_eager_ms)} | "
-                   f"torch.compile {_fmt_ms(r.t_compile_ms)}")
+                   f"torch.compile {_fmt_ms(r.t_compile_ms)}  (on the {'GPU' if r.device == 'cuda' else 'CPU'})")
         if r.speedup_eager:
             click.echo(f"speedup   {r.speedup_eager:.2f}x vs eager" +
                        (f", {r.speedup_compile:.2f}x vs torch.compile" if r.speedup_compile else ""))
@@ -96,24 +79,22 @@ def print_result(r, as_json: bool) -> None:
         from .sandbox.ncu import table
 
         click.echo(table(r.ncu, r.t_gen_ms))
-    if ok or r.reward is not None:
+    if r.reward is not None:  # none before verification (a `compile`)
         click.echo(f"reward    {r.reward:g} ({r.reward_scheme})")
     if r.phases:
         click.echo(f"seconds   {r.seconds:.1f} (" + ", ".join(f"{k} {v:.1f}" for k, v in r.phases.items()) + ")")
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 @click.version_option(package_name="cuda-agent")
 def main() -> None:
     """cuda-agent: train and evaluate LLM agents that write fast CUDA kernels."""
 
 
-def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> None:
+def _run_check(task, solution, device, rules, reward_name, as_json, no_progress, **kw) -> None:
     from .sandbox.check import CheckOptions, check
 
-    if reward_name not in rewards.names():
-        raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
-    opts = CheckOptions(device=_default_device(device), rules=rules, reward=reward_name, **kw)
+    opts = CheckOptions(device=device, rules=rules, reward=reward_name, **kw)
     from .agent.evaluator import POOL_DB_ENV
 
     db = os.environ.get(POOL_DB_ENV)
@@ -125,18 +106,30 @@ def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> Non
         shallow = {f.name: getattr(opts, f.name) for f in fields(opts)}
         print_result(PoolEvaluator(db, **shallow).check(task, Path(solution)), as_json)
         return
-    print_result(check(task, solution, opts), as_json)
+    with StageLines(progress_on(no_progress, as_json), verify=opts.verify, baselines=opts.baselines) as lines:
+        opts.progress = lines.lap
+        r = check(task, solution, opts)
+    print_result(r, as_json)
+
+
+def _task(task: str, kernelbench: str | None):
+    try:
+        return resolve(task, kernelbench)
+    except TaskError as e:
+        raise click.UsageError(str(e)) from None
 
 
 @main.command()
 @click.argument("task")
-@click.argument("solution", type=click.Path())
+@click.argument("solution", type=EXISTING)
 @DEVICE
 @RULES
 @REWARD
 @JSON
-@KB
-@click.option("--n-sets", default=5, show_default=True, help="random input sets for verification.")
+@NO_PROGRESS
+@KERNELBENCH
+@click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="random input sets for verification.")
 @click.option("--no-timing", is_flag=True, help="build and verify only.")
 @click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
 @click.option("--seed", type=int, default=None, help="fix the verification seeds.")
@@ -145,44 +138,47 @@ def _run_check(task, solution, device, rules, reward_name, as_json, **kw) -> Non
                    "1e-2 as its v0/v0.1 results used).")
 @click.option("--sanitize", is_flag=True, help="also run compute-sanitizer memcheck on one forward; a memory "
               "error fails the check (GPU only).")
-def check(task, solution, device, rules, reward_name, as_json, kernelbench, n_sets, no_timing,
+def check(task, solution, device, rules, reward_name, as_json, no_progress, kernelbench, n_sets, no_timing,
           no_compile_baseline, seed, tolerance, sanitize):
     """Build, verify and time SOLUTION (a workspace dir or a model_new.py) against TASK.
 
     TASK is a KernelBench-format .py file, L<level>/<id> (with --kernelbench), or FILE.jsonl#ID.
     Exit 0 when the check ran, whatever the verdict.
     """
-    try:
-        t = resolve(task, kernelbench)
-    except TaskError as e:
-        raise click.UsageError(str(e)) from None
-    if not Path(solution).exists():
-        raise click.UsageError(f"solution not found: {solution}")
-    if sanitize and _default_device(device) != "cuda":
+    if sanitize and device != "cuda":
         raise click.UsageError("--sanitize " + GPU_ONLY.format(tool="compute-sanitizer"))
-    _run_check(t, solution, device, rules, reward_name, as_json, n_sets=n_sets, timing=not no_timing,
-               baselines=not no_timing, compile_baseline=not no_compile_baseline, seed=seed, atol=tolerance,
-               rtol=tolerance, sanitize=("memcheck",) if sanitize else ())
+    _run_check(_task(task, kernelbench), solution, device, rules, reward_name, as_json, no_progress,
+               n_sets=n_sets, timing=not no_timing, baselines=not no_timing,
+               compile_baseline=not no_compile_baseline, seed=seed, atol=tolerance, rtol=tolerance,
+               sanitize=("memcheck",) if sanitize else ())
 
 
 @main.command()
 @click.argument("task")
-@click.argument("directory", type=click.Path())
+@click.argument("directory", type=click.Path(file_okay=False))
 @DEVICE
-@KB
+@KERNELBENCH
 def workspace(task, directory, device, kernelbench):
-    """Lay out a workspace for TASK in DIRECTORY (model.py, model_new.py, kernels/, SKILL.md)."""
+    """Lay out a workspace for TASK in DIRECTORY (model.py, model_new.py, kernels/, SKILL.md).
+
+    DIRECTORY must be new or empty: a workspace never mixes with files of yours.
+    """
     from .sandbox.workspace import create_workspace
 
+    t = _task(task, kernelbench)
+    d = Path(directory)
+    if d.is_dir() and any(d.iterdir()):
+        raise click.UsageError(f"{d} is not empty; give a new or empty directory for the workspace")
     try:
-        d = create_workspace(resolve(task, kernelbench), directory, _default_device(device))
+        d = create_workspace(t, d, device)
     except TaskError as e:
         raise click.UsageError(str(e)) from None
-    click.echo(f"workspace for {task} in {d}: read {d / 'SKILL.md'}, then edit model_new.py and kernels/")
+    click.echo(f"workspace for {t.id} in {d}: read {d / 'SKILL.md'}, then edit model_new.py and kernels/")
 
 
-def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_name: str, device: str | None,
-                  **extra):
+def _in_workspace(directory: str, stage: str, as_json: bool, no_progress: bool, rules: str, reward_name: str,
+                  device: str | None, **extra):
+    from .cliopts import local_device
     from .sandbox.workspace import find_workspace, workspace_task
 
     try:
@@ -194,7 +190,7 @@ def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_
           "verify": dict(timing=False, baselines=False),
           "sanitize": dict(timing=False, baselines=False, extra_round=False),
           "profile": {}}[stage]
-    dev = _default_device(device or ws_device)
+    dev = local_device(device or ws_device)
     if extra.get("ncu") or stage == "sanitize":
         tool = "Nsight Compute" if stage == "profile" else "compute-sanitizer"
         if dev != "cuda":
@@ -206,41 +202,47 @@ def _in_workspace(directory: str, stage: str, as_json: bool, rules: str, reward_
         if (find_ncu() if stage == "profile" else find_sanitizer()) is None:
             raise click.UsageError(f"{tool} is not installed here ({'ncu' if stage == 'profile' else 'compute-sanitizer'}"
                                    f" not on the PATH)")
-    _run_check(t, ws, dev, rules, reward_name, as_json, **kw, **extra)
+    _run_check(t, ws, dev, rules, reward_name, as_json, no_progress, **kw, **extra)
 
+
+# In a workspace, --device defaults to the workspace's own device (not the machine's).
+_WS_DEVICE = device_option(local=False, help="cuda or cpu; default: the device the workspace was made for.")
 
 for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects; first errors with file:line)."),
                      ("verify", "Build, then check ModelNew against the reference on fresh random inputs."),
                      ("profile", "Verify, then time ModelNew, eager and torch.compile with one recipe; --ncu adds "
                                  "Nsight Compute counters per kernel.")):
     def _make(stage: str):
-        @click.argument("directory", default=".", type=click.Path())
-        @DEVICE
+        @click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False))
+        @_WS_DEVICE
         @RULES
         @REWARD
         @JSON
-        def cmd(directory, device, rules, reward_name, as_json, **extra):
-            _in_workspace(directory, stage, as_json, rules, reward_name, device, **extra)
+        @NO_PROGRESS
+        def cmd(directory, device, rules, reward_name, as_json, no_progress, **extra):
+            _in_workspace(directory, stage, as_json, no_progress, rules, reward_name, device, **extra)
         cmd.__doc__ = _doc
         return NCU(cmd) if stage == "profile" else cmd
     main.command(name=_stage)(_make(_stage))
 
 
 @main.command()
-@click.argument("directory", default=".", type=click.Path())
-@DEVICE
+@click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False))
+@_WS_DEVICE
 @RULES
 @REWARD
 @JSON
+@NO_PROGRESS
 @click.option("--tool", "tools", multiple=True, type=click.Choice(["memcheck", "racecheck", "initcheck", "synccheck"]),
               help="compute-sanitizer tool (repeatable; default: all four).")
-def sanitize(directory, device, rules, reward_name, as_json, tools):
+def sanitize(directory, device, rules, reward_name, as_json, no_progress, tools):
     """Verify, then run compute-sanitizer tools on one forward (first input set): out-of-bounds
     and misaligned accesses, shared-memory races, uninitialised reads, barrier misuse, with
     file:line (GPU only). A memcheck error fails the check."""
     from .sandbox.sanitizer import TOOLS
 
-    _in_workspace(directory, "sanitize", as_json, rules, reward_name, device, sanitize=tuple(tools or TOOLS))
+    _in_workspace(directory, "sanitize", as_json, no_progress, rules, reward_name, device,
+                  sanitize=tuple(tools or TOOLS))
 
 
 def _register_parts() -> None:

@@ -126,7 +126,7 @@ def test_strict_rules_reject_a_torch_op_in_forward(small_kernelbench, solutions,
 
 
 @pytest.mark.parametrize("case, expect", [
-    ("missing-dir", "solutions directory not found"),
+    ("missing-dir", "does not exist"),
     ("unknown-level", "unknown level 7"),
     ("bad-entry", "cannot tell the problem id"),
     ("bad-ids", "not a problem id"),
@@ -150,7 +150,7 @@ def test_bad_input_is_one_clear_line(case, expect, small_kernelbench, solutions,
         root.mkdir()
     r = invoke(root, "--out", tmp_path / "out", "--kernelbench", small_kernelbench, "--device", "cpu",
                "--no-progress", "--levels", "1", *extra)
-    assert r.exit_code != 0
+    assert r.exit_code == 2  # a usage error (docs/cli.md)
     assert isinstance(r.exception, SystemExit), r.exception
     assert "Traceback" not in r.output
     errors = [line for line in r.output.splitlines() if line.startswith("Error:")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cuda-agent[pool]')")
 
 from cuda_agent.sandbox.pool import Pool  # noqa: E402
 from cuda_agent.sandbox.pool.jobs import CHECKED, REJECTED_AT_BUILD, WORKER_DIED  # noqa: E402

@@ -1,4 +1,4 @@
-"""End to end: `synth --n 20` on the CPU through the click command, dataset loading, resume,
+"""End to end: `synth --count 20` on the CPU through the click command, dataset loading, resume,
 and a contaminated candidate being dropped."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from cuda_agent.tasks import load_rows
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory, kernelbench_path):
     out = tmp_path_factory.mktemp("synth") / "ds"
-    args = ["--n", "20", "--out", str(out), "--no-compile", "--workers", "2", "--seed", "3", "--no-progress",
+    args = ["--count", "20", "--out", str(out), "--no-compile", "--workers", "2", "--seed", "3", "--no-progress",
             "--kernelbench", str(kernelbench_path)]
     res = CliRunner().invoke(synth_command, args)
     return out, args, res
@@ -27,7 +27,12 @@ def e2e(tmp_path_factory, kernelbench_path):
 def test_synth_n20_end_to_end(e2e):
     out, _, res = e2e
     assert res.exit_code == 0, res.output
-    assert "accepted 20/20" in res.output
+    assert "dataset: 20/20 tasks" in res.output
+    stats = json.loads((out / "stats.json").read_text())
+    # the counters add up: every candidate decided is accepted or rejected
+    assert f"candidates decided: {stats['candidates']} = {stats['accepted_decisions']} accepted + " \
+           f"{stats['rejected']} rejected" in res.output
+    assert stats["candidates"] == stats["accepted_decisions"] + stats["rejected"]
     tasks = load_rows(out / "tasks.parquet", source_column="code")
     assert len(tasks) == 20
     assert len({t.source for t in tasks}) == 20
@@ -58,11 +63,11 @@ def test_rerun_resumes_without_reevaluating(e2e):
 
 
 def test_bad_arguments_give_clear_errors(tmp_path):
-    r = CliRunner().invoke(synth_command, ["--n", "0", "--out", str(tmp_path / "x")])
-    assert r.exit_code != 0 and "at least 1" in r.output
-    r = CliRunner().invoke(synth_command, ["--n", "2", "--out", str(tmp_path / "x"), "--band-ms", "oops"])
+    r = CliRunner().invoke(synth_command, ["--count", "0", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "x>=1" in r.output
+    r = CliRunner().invoke(synth_command, ["--count", "2", "--out", str(tmp_path / "x"), "--band-ms", "oops"])
     assert r.exit_code != 0 and "LO,HI" in r.output
-    r = CliRunner().invoke(synth_command, ["--n", "2", "--out", str(tmp_path / "x"), "--kernelbench",
+    r = CliRunner().invoke(synth_command, ["--count", "2", "--out", str(tmp_path / "x"), "--kernelbench",
                                            str(tmp_path / "missing.jsonl")])
     assert r.exit_code != 0 and "KernelBench" in r.output
 

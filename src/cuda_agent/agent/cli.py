@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..cliopts import DEVICE, EXISTING, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineCommand, progress_on
 from ..tasks import Task, TaskError
 from .evaluator import POOL_DB_ENV, PoolEvaluator, SandboxEvaluator, rank
 from .llm import BackendConfigError, backend_names, make_backend
@@ -72,60 +73,70 @@ def _default_out(task: Task) -> Path:
     return Path("runs") / "solve" / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _device(device: str | None) -> str:
-    if device:
-        return device
-    import torch
+def _progress_lines(on: bool):
+    """One stderr line per tool call and check, with the time since the start (None: off)."""
+    if not on:
+        return None
+    t0 = time.monotonic()
+    lock = threading.Lock()
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    def say(line: str) -> None:
+        with lock:
+            click.echo(f"[{time.monotonic() - t0:6.1f} s] {line}", err=True)
+    return say
 
 
 def _fmt(x: float | None, suffix: str = "x") -> str:
     return "-" if x is None else f"{x:.2f}{suffix}"
 
 
-@click.command("solve")
+@click.command("solve", cls=OneLineCommand)
 @click.argument("task")
-@click.option("--model", default=None, help="model name (openai/text: served model; hf: local path). Env: CUDA_AGENT_MODEL.")
-@click.option("--backend", type=click.Choice(backend_names()), default="openai", show_default=True)
+@click.option("--model", default=None,
+              help="model name (openai/text: served model; hf: local path). Env: CUDA_AGENT_MODEL.")
+@click.option("--backend", type=click.Choice(backend_names()), default="openai", show_default=True,
+              help="LLM back-end: openai (tool calls), text (ReAct text), hf (local transformers), "
+                   "scripted (replays a script or a solution directory, no LLM).")
 @click.option("--base-url", default=None, help="OpenAI-compatible server URL. Env: OPENAI_BASE_URL.")
 @click.option("--api-key", default=None, help="API key. Env: OPENAI_API_KEY.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="output directory (default runs/solve/<task>-<time>).")
 @click.option("--n", "n_attempts", type=click.IntRange(1, 256), default=1, show_default=True,
               help="attempts, run in parallel.")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None, help="default: cuda when available.")
-@click.option("--max-turns", type=click.IntRange(1), default=EVAL_MAX_TURNS, show_default=True)
-@click.option("--context-tokens", type=click.IntRange(1000), default=128_000, show_default=True)
-@click.option("--wall-time", type=float, default=None, help="seconds per attempt.")
-@click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
-@click.option("--reward", "reward_name", default="paper", show_default=True)
-@click.option("--temperature", type=float, default=None)
-@click.option("--max-tokens", type=int, default=None, help="max tokens per reply.")
-@click.option("--script", type=click.Path(exists=True), default=None,
+@DEVICE
+@click.option("--max-turns", type=click.IntRange(1), default=EVAL_MAX_TURNS, show_default=True,
+              help="turns per attempt (one LLM reply and its tool calls each).")
+@click.option("--context-tokens", type=click.IntRange(1000), default=128_000, show_default=True,
+              help="context budget; the oldest tool outputs are shortened to stay inside it.")
+@click.option("--wall-time", type=click.FloatRange(min=1), default=None, help="seconds per attempt.")
+@RULES
+@REWARD
+@click.option("--temperature", type=click.FloatRange(min=0), default=None, help="sampling temperature.")
+@click.option("--max-tokens", type=click.IntRange(1), default=None, help="max tokens per reply.")
+@click.option("--script", type=EXISTING, default=None,
               help="scripted back-end: JSON list of turns, or a solution directory to replay.")
-@click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
-              help="KernelBench dataset for L<level>/<id> task references.")
+@KERNELBENCH
 @click.option("--pool-db", type=click.Path(dir_okay=False), default=None,
               help="check through the GPU pool that `cuda-agent pool serve --db` serves (default: in process).")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON summary at the end.")
+@JSON
+@NO_PROGRESS
 def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, device, max_turns,
                   context_tokens, wall_time, rules, reward_name, temperature, max_tokens, script,
-                  kernelbench, pool_db, as_json) -> None:
+                  kernelbench, pool_db, as_json, no_progress) -> None:
     """Run the agent on TASK end to end (a .py file, L1/12-style KernelBench ref, or FILE.jsonl#ID)."""
     from ..tasks import resolve
 
     try:
         t = resolve(task, kernelbench)
     except TaskError as e:
-        raise click.ClickException(str(e)) from None
+        raise click.UsageError(str(e)) from None
     try:
         opts = _backend_options(backend, model, base_url, api_key, temperature, max_tokens, script)
         first = make_backend(backend, **opts)
     except BackendConfigError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(2)
-    dev = _device(device)
+        raise click.UsageError(str(e)) from None
+    dev = device
+    say = _progress_lines(progress_on(no_progress, as_json))
     out = Path(out_dir) if out_dir else _default_out(t)
     out.mkdir(parents=True, exist_ok=True)
     from ..sandbox.workspace import create_workspace
@@ -139,7 +150,8 @@ def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, 
         be = first if (k == 0 or backend == "hf") else make_backend(backend, **opts)
         adir = out / f"attempt_{k}"
         ws = create_workspace(t, adir / "workspace", device=dev, overwrite=True)
-        return Agent(be, evaluator, config).run(t, ws, adir, traj_id=f"{out.name}-{k}")
+        cfg = replace(config, progress=(lambda line: say(f"attempt {k}: {line}")) if say else None)
+        return Agent(be, evaluator, cfg).run(t, ws, adir, traj_id=f"{out.name}-{k}")
 
     click.echo(f"solving {t.id} on {dev} with {backend}:{getattr(first, 'model', '')}, {n_attempts} attempt(s) -> {out}",
                err=as_json)
@@ -176,24 +188,26 @@ def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, 
         if "error" in row:
             click.echo(f"attempt {row['attempt']}: failed: {row['error']}")
             continue
-        click.echo(f"attempt {row['attempt']}: {row['stop']} after {row['turns']} turns; reward "
-                   f"{row['reward'] if row['reward'] is not None else '-'}; best: "
+        click.echo(f"attempt {row['attempt']}: {row['stop']} after {row['turns']} turns; final reward "
+                   f"{row['reward'] if row['reward'] is not None else '-'} ({dev}); best: "
                    f"{'correct' if row['best_correct'] else 'not correct'}, "
                    f"{_fmt(row['speedup_eager'])} vs eager, {_fmt(row['speedup_compile'])} vs torch.compile")
     if overall is None:
         click.echo("no solution was evaluated")
     else:
-        click.echo(f"best solution: {rows[overall]['best']} (attempt {overall}); trajectories under {out}")
+        click.echo(f"best solution: {out / f'attempt_{overall}' / 'best'} (attempt {overall}); "
+                   f"trajectories under {out}")
 
 
-@click.command("show")
-@click.argument("traj", type=click.Path(exists=True))
-@click.option("--index", type=int, default=0, show_default=True, help="which trajectory of the file.")
+@click.command("show", cls=OneLineCommand)
+@click.argument("traj", type=EXISTING)
+@click.option("--index", type=int, default=0, show_default=True,
+              help="which trajectory of the file (of a solve run: which attempt).")
 @click.option("--id", "traj_id", default=None, help="trajectory id instead of --index.")
 @click.option("--full", is_flag=True, help="do not cut long messages.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, help="write a static HTML page.")
 def show_command(traj, index, traj_id, full, html_out) -> None:
-    """Render a trajectory (a trajectory.jsonl, or the directory holding it)."""
+    """Render a trajectory (a trajectory.jsonl, the directory holding it, or a solve run)."""
     from rich.console import Console
 
     from .show import load, render, to_html
@@ -201,7 +215,7 @@ def show_command(traj, index, traj_id, full, html_out) -> None:
     try:
         t = load(traj, index=index, traj_id=traj_id)
     except (OSError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
+        raise click.UsageError(str(e)) from None
     if html_out:
         Path(html_out).write_text(to_html(t, full=True))
         click.echo(f"wrote {html_out}")

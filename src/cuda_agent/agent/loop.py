@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..sandbox.results import CheckResult
 from ..tasks import Task
@@ -59,6 +59,29 @@ class AgentConfig:
     final_check: bool = True
     recheck_identical_final: bool = False
     """Re-check the final workspace even when a snapshot with the same content was checked."""
+    progress: Callable[[str], None] | None = field(default=None, repr=False)
+    """Told one line per tool call and per check as the episode runs (the CLI's progress)."""
+
+
+def _brief(arguments: str, width: int = 60) -> str:
+    """A tool call's arguments on one short line (progress output only)."""
+    try:
+        d = json.loads(arguments)
+        text = d.get("command") or d.get("path") or d.get("pattern") or arguments if isinstance(d, dict) else arguments
+    except ValueError:
+        text = arguments
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def verdict_words(r: CheckResult) -> str:
+    """A check in a few words: compiled, correct, speedups (no reward before verification)."""
+    if not r.compiled:
+        return "build failed"
+    if not r.correct:
+        return "compiled, not correct"
+    sp = f", {r.speedup_eager:.2f}x vs eager" if r.speedup_eager else ""
+    return f"correct{sp}" + (f", {r.speedup_compile:.2f}x vs torch.compile" if r.speedup_compile else "")
 
 
 @dataclass
@@ -252,6 +275,8 @@ class Agent:
                                                  seconds=round(dt, 4), result_chars=len(result),
                                                  error=result.startswith("Error:")))
                     turn.tool_seconds += dt
+                    if cfg.progress is not None:
+                        cfg.progress(f"turn {turn_i + 1}: {call.name} {_brief(call.arguments)} ({dt:.1f} s)")
                     traj.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                                           "content": result})
                     if call.name == "Bash" and CHECK_COMMAND.search(call.arguments):
@@ -262,6 +287,8 @@ class Agent:
                     if got:
                         turn.check, turn.snapshot = got[0].to_dict(), str(got[1])
                         checked.append(got)
+                        if cfg.progress is not None:
+                            cfg.progress(f"turn {turn_i + 1}: snapshot checked: {verdict_words(got[0])}")
             else:
                 traj.stop_reason = "max_turns"
         finally:
@@ -272,6 +299,8 @@ class Agent:
             if got:
                 final = got[0]
                 checked.append(got)
+                if cfg.progress is not None:
+                    cfg.progress(f"final check: {verdict_words(final)}")
         best, best_dir = None, None
         if checked:
             best, snap = max(checked, key=lambda rs: rank(rs[0]))

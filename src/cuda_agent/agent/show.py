@@ -24,13 +24,19 @@ _LEXERS = {".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".py": "py
 
 
 def load(path: str | Path, index: int = 0, traj_id: str | None = None) -> Trajectory:
-    """One trajectory from a JSONL file (or a directory holding trajectory.jsonl)."""
+    """One trajectory from a JSONL file, a directory holding trajectory.jsonl, or a
+    ``cuda-agent solve`` run (its attempts' trajectories, in attempt order)."""
     p = Path(path)
+    files = [p]
     if p.is_dir():
-        p = p / "trajectory.jsonl"
-    if not p.is_file():
+        files = [p / "trajectory.jsonl"] if (p / "trajectory.jsonl").is_file() else sorted(
+            p.glob("attempt_*/trajectory.jsonl"), key=lambda f: int(f.parent.name.split("_")[1]))
+        if not files:
+            raise FileNotFoundError(f"no trajectory.jsonl in {p} (nor attempt_*/trajectory.jsonl of a solve run)")
+    elif not p.is_file():
         raise FileNotFoundError(f"no trajectory file at {p}")
-    trajs = list(read_jsonl(p))
+    trajs = [t for f in files for t in read_jsonl(f)]
+    p = files[0] if len(files) == 1 else p
     if not trajs:
         raise ValueError(f"{p} holds no trajectory")
     if traj_id is not None:

@@ -33,6 +33,11 @@ SPEEDUP_PLOT = "speedup_vs_compile.png"
 RATES_PLOT = "rates.png"
 
 
+def where(device: str) -> str:
+    """The device named in words, beside every figure measured on it."""
+    return "the GPU" if device == "cuda" else "the CPU"
+
+
 @dataclass
 class Written:
     """Paths of what the report wrote."""
@@ -71,7 +76,7 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     return out
 
 
-def _side_by_side(metrics: Metrics) -> list[str]:
+def _side_by_side(metrics: Metrics, device: str) -> list[str]:
     rows = []
     for m in metrics.splits:
         paper = PAPER_TABLE1.get(m.split)
@@ -79,26 +84,34 @@ def _side_by_side(metrics: Metrics) -> list[str]:
         theirs = (["-"] * 5 if paper is None
                   else [f"{paper[0]:.1f}", f"{paper[1]:.1f}", f"{paper[2]:.1f}", f"{paper[3]:.2f}x", f"{paper[4]:.2f}x"])
         rows.append([m.split] + [f"{a} / {b}" for a, b in zip(ours, theirs)])
-    return _md_table(["split (ours / paper)"] + HEADER[2:], rows)
+    return _md_table([f"split (ours on {where(device)} / paper on their GPU)"] + HEADER[2:], rows)
 
 
 def markdown(metrics: Metrics, rows: Sequence[ResultRow], info: dict[str, Any], plots: Sequence[Path],
              warnings: Sequence[str] = ()) -> str:
-    lines = ["# KernelBench evaluation", ""]
-    for k in ("solutions", "kernelbench", "device", "rules", "timing", "levels", "tasks", "date"):
+    dev = str(info.get("device", ""))
+    kernelbench = "suite" not in info
+    lines = [f"# {'KernelBench' if kernelbench else 'Suite'} evaluation on {where(dev)} ({dev})", ""]
+    for k in ("solutions", "kernelbench", "suite", "device", "rules", "timing", "levels", "tasks", "date"):
         if k in info:
-            lines.append(f"- {k}: {info[k]}")
-    lines += ["", "## Metrics (SPEC section 5)", "",
+            lines.append(f"- {k}: {info[k]}" + (f" (every time and speedup below was measured on {where(dev)})"
+                                                 if k == "device" else ""))
+    lines += ["", f"## Metrics (SPEC section 5), measured on {where(dev)}", "",
               "Rates are percentages of all tasks of the split (a missing or failing solution counts as a "
               "failure); faster means correct and speedup > 1.0; geometric means are over the correct, "
               "timed solutions; overall weights each level by its task count.", ""]
     lines += _md_table(HEADER, [table_row(m) for m in metrics.splits])
     if not info.get("timing", True):
         lines += ["", "Timing was off (`--no-timing`): no speedups, faster rates and geometric means are n/a."]
-    lines += ["", "## Side by side with the paper's Table 1", "",
-              "Each cell is `ours / paper`. The paper's numbers are CUDA Agent's (Seed1.6-based, their GPU, "
-              "their KernelBench version), quoted from the paper for reference; they are not produced here.", ""]
-    lines += _side_by_side(metrics)
+    if kernelbench:
+        lines += ["", "## Side by side with the paper's Table 1", "",
+                  f"Each cell is `ours / paper`: ours measured on {where(dev)} ({dev}) here; the paper's numbers "
+                  "are CUDA Agent's (Seed1.6-based, on their GPU, their KernelBench version), quoted from the paper "
+                  "for reference; they are not produced here."
+                  + (" CPU speedups and GPU speedups are not comparable." if dev != "cuda" else ""), ""]
+        lines += _side_by_side(metrics, dev)
+    else:
+        lines += ["", "(This suite is not KernelBench: no comparison with the paper's Table 1.)"]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     lines += ["", "## Per task", ""]
@@ -113,7 +126,7 @@ def markdown(metrics: Metrics, rows: Sequence[ResultRow], info: dict[str, Any], 
     return "\n".join(lines) + "\n"
 
 
-def plot_speedups(rows: Sequence[ResultRow], levels: Sequence[int], path: Path) -> None:
+def plot_speedups(rows: Sequence[ResultRow], levels: Sequence[int], path: Path, device: str = "cuda") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -142,14 +155,14 @@ def plot_speedups(rows: Sequence[ResultRow], levels: Sequence[int], path: Path) 
     ax.set_xticklabels([f"L{lv}\n(n={len(ys)})" for lv, ys in zip(levels, data)])
     ax.set_xlim(0.4, len(levels) + 0.6)
     ax.set_ylabel("speedup vs torch.compile (log)")
-    ax.set_title("Correct solutions: speedup vs torch.compile", fontsize=10)
+    ax.set_title(f"Correct solutions: speedup vs torch.compile, on {where(device)}", fontsize=10)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_rates(metrics: Metrics, path: Path) -> None:
+def plot_rates(metrics: Metrics, path: Path, device: str = "cuda") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -169,7 +182,7 @@ def plot_rates(metrics: Metrics, path: Path) -> None:
     ax.set_xticklabels([f"{m.split}\n(n={m.tasks})" for m in splits])
     ax.set_ylim(0, 110)
     ax.set_ylabel("% of tasks")
-    ax.set_title("KernelBench: pass and faster rates")
+    ax.set_title(f"Pass and faster rates, on {where(device)}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -186,8 +199,8 @@ def write(out: str | Path, metrics: Metrics, rows: Sequence[ResultRow], info: di
     plots: list[Path] = []
     levels = [int(m.split[1:]) for m in metrics.levels]
     try:
-        plot_speedups(rows, levels, out / SPEEDUP_PLOT)
-        plot_rates(metrics, out / RATES_PLOT)
+        plot_speedups(rows, levels, out / SPEEDUP_PLOT, str(info.get("device", "cuda")))
+        plot_rates(metrics, out / RATES_PLOT, str(info.get("device", "cuda")))
         plots = [out / SPEEDUP_PLOT, out / RATES_PLOT]
     except ImportError:
         warns.append("matplotlib is not installed (pip install 'cuda-agent[data]'): no plots")

@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ..tasks import Task
@@ -40,6 +41,8 @@ class EvalOptions:
     """Parallel checks: CPU slots on ``cpu``, GPUs on ``cuda``; 1 without ``gpus`` runs in this process."""
     gpus: list[int] | None = None
     n_sets: int = 5
+    on_stage: Callable[[str, str, float], None] | None = field(default=None, repr=False)
+    """Checks in this process: told (problem label, stage, seconds) as each stage of a check ends."""
 
     def check_options(self):
         from ..sandbox.check import CheckOptions
@@ -188,6 +191,8 @@ def _run_here(pending: list[Planned], out: Path, o: EvalOptions, finish: Callabl
 
     copts = _concealing(o.check_options(), out)
     for p in pending:
+        if o.on_stage is not None:
+            copts.progress = partial(o.on_stage, label(p.task))
         for c in p.candidates:
             try:
                 p.results.append(_checked(p, c, check(p.task, c.path, copts)))

@@ -60,13 +60,15 @@ def parse_ids(text: str | Sequence[str] | None) -> list[tuple[int | None, int]]:
 
 def select(kernelbench: str | Path | None, levels: Sequence[int] = DEFAULT_LEVELS,
            ids: Sequence[tuple[int | None, int]] = ()) -> list[Task]:
-    """The problems of ``levels`` (restricted to ``ids`` when given), ordered by level and id."""
+    """The problems of ``levels`` (every level when empty; restricted to ``ids`` when given),
+    ordered by level and id."""
     try:
         path = kernelbench_path(kernelbench)
         every = load_kernelbench(path)
     except TaskError as e:
         raise SuiteError(str(e)) from None
     present = sorted({t.meta["level"] for t in every})
+    levels = levels or present  # none given: every level of the set
     unknown = [lv for lv in levels if lv not in present]
     if unknown:
         raise SuiteError(f"unknown level {unknown[0]} (the dataset {path.name} has levels "

@@ -22,7 +22,7 @@ import traceback
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .. import reward as rewards
 from ..tasks import Task, TaskError, validate_source
@@ -76,6 +76,9 @@ class CheckOptions:
     an out-of-bounds access that happened to give the right numbers is not rewarded."""
     ncu: bool = False
     """Read Nsight Compute's counters of each kernel of one forward of a correct solution (GPU only)."""
+    progress: Callable[[str, float], None] | None = field(default=None, compare=False, repr=False)
+    """Called with each stage's name and seconds as it ends (the CLI's stage lines); this
+    process only: a pool job does not carry it."""
 
 
 def _module_from_source(source: str, name: str) -> types.ModuleType:
@@ -203,9 +206,10 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
         if res.verdict.exploit_class:
             classes.add(res.verdict.exploit_class)
     res.exploit_classes = sorted(classes)
-    res.reward = rewards.compute(o.reward, rewards.Outcome(
-        compiled=res.compiled, correct=res.correct, t_gen=res.t_gen_ms, t_eager=res.t_eager_ms,
-        t_compile=res.t_compile_ms))
+    if o.verify or not res.compiled:  # a build that worked but was not verified (`compile`) has no reward yet
+        res.reward = rewards.compute(o.reward, rewards.Outcome(
+            compiled=res.compiled, correct=res.correct, t_gen=res.t_gen_ms, t_eager=res.t_eager_ms,
+            t_compile=res.t_compile_ms))
     res.seconds = round(time.perf_counter() - t0, 3)
     return res
 
@@ -304,6 +308,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         now = time.perf_counter()
         res.phases[name] = round(res.phases.get(name, 0.0) + now - clock[0], 3)
         clock[0] = now
+        if o.progress is not None:
+            o.progress(name, res.phases[name])
 
     # 1. build
     if kdir is not None:

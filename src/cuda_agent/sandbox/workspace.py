@@ -53,6 +53,7 @@ def skill_text(device: str, n_sets: int = 5) -> str:
         "kernel_files": "CUDA" if device == "cuda" else "for the CPU backend: `kernels/<name>.cpp`, plain C++ with OpenMP",
         "n_sets": str(n_sets),
         "binding_header": (INFRA_DIR / "cuda_agent_binding.h").read_text().strip(),
+        "worked_example": (TEMPLATES / f"worked_{'cuda' if device == 'cuda' else 'cpu'}.md").read_text().strip(),
     }
     text = (TEMPLATES / "SKILL.md").read_text()
     for k, v in fields.items():

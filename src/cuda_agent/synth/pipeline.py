@@ -268,7 +268,9 @@ def _run(n: int, out: Path, server: ForkServer | None, cfg: FilterConfig, log_pa
 
     def info() -> str:
         top = ", ".join(f"{k}:{v}" for k, v in rej.most_common(4))
-        return f"cand {len(records)} | in flight {len(in_flight)} | rejected {sum(rej.values())} ({top})"
+        n_rej = sum(rej.values())
+        return (f"decided {len(records)}: accepted {len(records) - n_rej}, rejected {n_rej}"
+                + (f" ({top})" if top else "") + f" | in flight {len(in_flight)}")
 
     def finish(fut: Future[Verdict]) -> None:
         cand, b, j, key, nh, sim, nearest = in_flight.pop(fut)

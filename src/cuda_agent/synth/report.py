@@ -73,12 +73,13 @@ def build_stats(records: list[dict[str, Any]], accepted: list[dict[str, Any]], s
     sims_acc = [r["max_similarity"] for r in accepted if r.get("max_similarity") is not None]
     sims_all = [r["max_similarity"] for r in records if r.get("max_similarity") is not None]
     n_acc = len(accepted)
+    n_passed = sum(1 for r in records if r["status"] == "accepted")  # the dataset keeps up to each bucket's quota
     mix = Counter(r["bucket"] for r in accepted)
     cats = Counter(c for r in accepted for c in r.get("categories") or [])
     ops = Counter(o for r in accepted for o in r.get("ops") or [])
     return {
         "accepted": n_acc, "candidates": len(records), "rejected": len(rejected),
-        "acceptance_rate": n_acc / len(records) if records else 0.0,
+        "acceptance_rate": n_passed / len(records) if records else 0.0,
         "op_count_mix": {k: {"count": v, "share": v / n_acc} for k, v in sorted(mix.items())},
         "categories": dict(cats.most_common()),
         "distinct_ops": len(ops), "top_ops": dict(ops.most_common(25)),
@@ -92,7 +93,7 @@ def build_stats(records: list[dict[str, Any]], accepted: list[dict[str, Any]], s
         "filter_seconds": filter_seconds(records),
         "gpu_estimate": gpu_estimate(records),
         "elapsed_s": elapsed_s, "busy_s": busy_seconds(records),
-        "accepted_decisions": sum(1 for r in records if r["status"] == "accepted"),
+        "accepted_decisions": n_passed,
         "settings": settings,
     }
 
@@ -145,8 +146,11 @@ def _quantiles(xs: list[float]) -> dict[str, float]:
 def stats_markdown(stats: dict[str, Any]) -> str:
     s = stats
     L = ["# Synthesis run stats", "",
-         f"- accepted: **{s['accepted']}** of {s['candidates']} candidates "
-         f"(acceptance {s['acceptance_rate']:.1%}); distinct seed ops used: {s['distinct_ops']}"]
+         f"- dataset: **{s['accepted']}** tasks; candidates decided: {s['candidates']} = "
+         f"{s['accepted_decisions']} accepted + {s['rejected']} rejected (acceptance {s['acceptance_rate']:.1%})"
+         + (f"; {s['accepted_decisions'] - s['accepted']} accepted over a full op-count quota are not in the dataset"
+            if s["accepted_decisions"] > s["accepted"] else "")
+         + f"; distinct seed ops used: {s['distinct_ops']}"]
     st = s.get("settings") or {}
     if s.get("elapsed_s") and "accepted_this_invocation" in st:
         L.append(f"- this invocation: {s['elapsed_s']:.0f} s wall, {st['accepted_this_invocation']} new accepted "

@@ -89,11 +89,13 @@ def task_from_source(source: str, id: str, **meta: Any) -> Task:
 
 
 def load_file(path: str | Path) -> Task:
-    """A single KernelBench-format ``.py`` file."""
+    """A single KernelBench-format ``.py`` file.  Its id is the file's name, or its directory's
+    when the file has a generic name (``examples/cpu_scaled_swish/task.py`` -> ``cpu_scaled_swish``)."""
     p = Path(path)
     if not p.is_file():
         raise TaskError(f"task file not found: {p}")
-    return task_from_source(p.read_text(), id=p.stem, path=str(p.resolve()))
+    generic = p.stem in ("task", "model", "reference", "problem") and p.resolve().parent.name
+    return task_from_source(p.read_text(), id=generic or p.stem, path=str(p.resolve()))
 
 
 # --- KernelBench ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .. import reward as rewards
+from ..cliopts import JSON, REWARD, RULES, OneLineGroup, device_option
 
 
 def _rows(dataset: Path):
@@ -62,7 +62,7 @@ def read_tasks(dataset: Path, source_column: str, id_column: str | None, limit: 
     return tasks, skipped
 
 
-@click.group("train")
+@click.group("train", cls=OneLineGroup)
 def train_group() -> None:
     """Train on verl with the paper's four stages (docs/train.md)."""
 
@@ -72,21 +72,17 @@ def train_group() -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="output directory.")
 @click.option("--source-column", default="code", show_default=True, help="column with the task source.")
 @click.option("--id-column", default="task_id", show_default=True, help="column with the task id.")
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
-              help="device the rewards are measured on.")
-@click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
-@click.option("--reward", "reward_name", default="paper", show_default=True,
-              help=f"reward scheme ({', '.join(rewards.names())}).")
+@device_option(local=False, default="cuda", help="device the rewards will be measured on (the training nodes').")
+@RULES
+@REWARD
 @click.option("--split", default="train", show_default=True, help="file name prefix.")
-@click.option("--limit", type=int, default=None, help="at most this many tasks.")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="at most this many tasks.")
+@JSON
 def prepare_command(dataset, out_dir, source_column, id_column, device, rules, reward_name, split, limit, as_json):
     """Tasks (a synth dataset: JSONL/parquet, its directory, or a saved `datasets` directory)
     -> verl parquet for stage 1 (single turn) and stages 3-4 (agentic)."""
     from .data import JudgeSpec, prepare
 
-    if reward_name not in rewards.names():
-        raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
     if not dataset.exists():
         raise click.UsageError(f"dataset not found: {dataset}")
     tasks, skipped = read_tasks(dataset, source_column, id_column, limit)
@@ -110,7 +106,7 @@ def prepare_command(dataset, out_dir, source_column, id_column, device, rules, r
 @click.option("--min-reward", type=float, default=0.0, show_default=True, help="keep reward > this.")
 @click.option("--reward-field", type=click.Choice(["reward", "best_reward"]), default="reward", show_default=True,
               help="reward: the final workspace's verdict; best_reward: the best checked snapshot's.")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object.")
+@JSON
 def rft_command(trajectories, out, min_reward, reward_field, as_json):
     """Trajectory JSONL files (or directories of them) -> SFT parquet of the kept ones (stage 2)."""
     from .rft import build_rft
@@ -129,12 +125,13 @@ def rft_command(trajectories, out, min_reward, reward_field, as_json):
 @click.option("--model", required=True, help="model path: base (1), stage-1 actor (2), RFT model (3, 4).")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(path_type=Path),
               help="training parquet (repeatable).")
-@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs per node.")
-@click.option("--nnodes", type=int, default=1, show_default=True)
+@click.option("--gpus-per-node", "gpus", type=click.IntRange(1), default=8, show_default=True,
+              help="GPUs per node (a count; --gpus elsewhere lists GPU ids).")
+@click.option("--nnodes", type=click.IntRange(1), default=1, show_default=True, help="nodes.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="checkpoint directory.")
 @click.option("--resume-from", default=None, help="stage 4: the stage-3 checkpoint, .../global_step_N.")
-@click.option("--warmup-steps", type=int, default=None, help="stage 3: value-pretraining steps.")
-@click.option("--steps", type=int, default=None, help="stage 4: agentic steps after the resumed ones.")
+@click.option("--warmup-steps", type=click.IntRange(1), default=None, help="stage 3: value-pretraining steps.")
+@click.option("--steps", type=click.IntRange(1), default=None, help="stage 4: agentic steps after the resumed ones.")
 @click.option("--dry-run", is_flag=True, help="print the command, do not run it.")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
 def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, dry_run, overrides):

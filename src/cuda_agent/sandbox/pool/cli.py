@@ -22,7 +22,8 @@ from pathlib import Path
 
 import click
 
-from ... import reward as rewards
+from ...cliopts import (GPUS, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineGroup, Registered, device_option,
+                        local_device, options, progress_on)
 
 
 def _path(p: str, base: Path) -> str:
@@ -33,80 +34,76 @@ def _path(p: str, base: Path) -> str:
     return str(alt) if alt.exists() or Path(str(alt).split("#", 1)[0]).exists() else p
 
 
-def _gpus(spec: str | None) -> list[str] | None:
-    if spec is None:
-        return None
-    return [g.strip() for g in spec.split(",") if g.strip()]
+def _backends() -> list[str]:
+    from .backend import backend_names
+
+    return backend_names()
 
 
-def _options(*opts):
-    def apply(f):
-        for o in reversed(opts):
-            f = o(f)
-        return f
-    return apply
+def _device(device: str | None, backend: str, address: str | None) -> str:
+    """The pool's device; with a remote Ray cluster the GPUs need not be on this machine."""
+    if backend == "ray" and address:
+        return device or "cuda"
+    return local_device(device)
 
 
-_workers = _options(  # where and how the pool runs its jobs (run and serve)
-    click.option("--backend", default="local", show_default=True, help="pool back-end: local, ray, or a registered one."),
-    click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
-                 help="cuda (default when a GPU is visible) or cpu."),
-    click.option("--gpus", default=None, help="GPUs to use, e.g. 0,1 (default: all visible); cuda only."),
-    click.option("--slots", type=int, default=None, help="CPU slots (device cpu)."),
-    click.option("--build-workers", type=int, default=None, help="parallel CPU builders (default from cores and slots)."),
+_workers = options(  # where and how the pool runs its jobs (run and serve)
+    click.option("--backend", type=Registered(_backends, "pool back-end"), default="local", show_default=True,
+                 help="pool back-end: local (processes here), ray (Ray actors), or a registered one."),
+    device_option(local=False, help="cuda (default when a GPU is visible here) or cpu."),
+    GPUS,
+    click.option("--slots", type=click.IntRange(1), default=None, help="CPU slots (device cpu)."),
+    click.option("--build-workers", type=click.IntRange(1), default=None,
+                 help="parallel CPU builders (default from cores and slots)."),
     click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray."))
-_limits = _options(
-    click.option("--job-timeout", type=float, default=None, help="kill a worker whose job runs longer (s)."),
-    click.option("--retries", type=int, default=0, show_default=True, help="re-run a job whose worker died."))
+_limits = options(
+    click.option("--job-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="kill a worker whose job runs longer (s)."),
+    click.option("--retries", type=click.IntRange(0), default=0, show_default=True,
+                 help="re-run a job whose worker died."))
 
 
-@click.group("pool")
+@click.group("pool", cls=OneLineGroup)
 def pool_group() -> None:
     """Evaluate many candidates at once: one job per GPU (or CPU slot), builds in parallel,
     jobs and results kept in sqlite (a restart loses nothing)."""
 
 
 @pool_group.command("run")
-@click.argument("jobs_file", required=False, type=click.Path(dir_okay=False))
+@click.argument("jobs_file", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False),
               help="the pool's database (results, queue); reuse it to resume.")
 @_workers
-@click.option("--rules", type=click.Choice(["strict", "kernelbench"]), default="strict", show_default=True)
-@click.option("--reward", "reward_name", default="paper", show_default=True)
-@click.option("--n-sets", default=5, show_default=True, help="random input sets for verification.")
+@RULES
+@REWARD
+@click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="random input sets for verification.")
 @click.option("--no-timing", is_flag=True, help="build and verify only.")
 @click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
-@click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",
-              help="KernelBench dataset for L<level>/<id> task references.")
+@KERNELBENCH
 @_limits
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="write every job's record (with its CheckResult) and the summary to this file.")
-@click.option("--quiet", is_flag=True, help="no progress bar.")
+@JSON
+@NO_PROGRESS
 def run_command(jobs_file, db, backend, device, gpus, slots, build_workers, address, rules, reward_name, n_sets,
-                no_timing, no_compile_baseline, kernelbench, job_timeout, retries, json_out, quiet):
+                no_timing, no_compile_baseline, kernelbench, job_timeout, retries, as_json, no_progress):
     """Submit JOBS_FILE (JSONL) to the pool at --db and wait for every job; without JOBS_FILE,
     finish what the database still holds."""
-    from ...cli import _default_device
     from ..check import CheckOptions
     from .jobs import options_from_dict, options_to_dict
     from .pool import Pool
     from .store import PoolError
 
-    if reward_name not in rewards.names():
-        raise click.UsageError(f"unknown reward scheme {reward_name!r}; known: {', '.join(rewards.names())}")
-    dev = _default_device(device)
+    dev = _device(device, backend, address)
     lines: list[tuple[int, str]] = []
     if jobs_file:
         p = Path(jobs_file)
-        if not p.is_file():
-            raise click.UsageError(f"job file not found: {jobs_file}")
         lines = [(i, line) for i, line in enumerate(p.read_text().splitlines(), 1) if line.strip()]
     base = CheckOptions(device=dev, rules=rules, reward=reward_name, n_sets=n_sets, timing=not no_timing,
                         baselines=not no_timing, compile_baseline=not no_compile_baseline)
     opts = {"address": address} if address and backend == "ray" else {}
     t0 = time.time()
     try:
-        pool = Pool(db, device=dev, backend=backend, gpus=_gpus(gpus), slots=slots, build_workers=build_workers,
+        pool = Pool(db, device=dev, backend=backend, gpus=gpus, slots=slots, build_workers=build_workers,
                     job_timeout=job_timeout, retries=retries, backend_options=opts)
     except PoolError as e:
         raise click.UsageError(str(e)) from None
@@ -134,7 +131,7 @@ def run_command(jobs_file, db, backend, device, gpus, slots, build_workers, addr
         if pool.recovered[0] or pool.recovered[1]:
             click.echo(f"recovered from a previous pool: {len(pool.recovered[0])} re-queued, "
                        f"{len(pool.recovered[1])} given up", err=True)
-        _wait(pool, ids, quiet)
+        _wait(pool, ids, not progress_on(no_progress, as_json))
         records = pool.jobs(ids)
         aud = pool.audit(ids)
         replaced = pool.backend.replaced()
@@ -142,20 +139,21 @@ def run_command(jobs_file, db, backend, device, gpus, slots, build_workers, addr
         pool.close()
     wall = time.time() - t0
     summary = _summary(records, wall, aud, replaced, rejected, pool.backend.slots())
+    if as_json:
+        click.echo(json.dumps({"summary": summary, "jobs": [r.to_dict() for r in records], "rejected_lines": rejected}))
+        return
     _print_summary(summary)
-    if json_out:
-        Path(json_out).write_text(json.dumps({"summary": summary, "jobs": [r.to_dict() for r in records],
-                                              "rejected_lines": rejected}, indent=1))
 
 
 def _wait(pool, ids: list[int], quiet: bool) -> None:
     if quiet or not ids:
         pool.wait(ids)
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[bold]pool"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), transient=False) as bar:
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
         t = bar.add_task("", total=len(ids))
 
         def show(c: dict[str, int]) -> None:
@@ -187,8 +185,8 @@ def _print_summary(s: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    tab = Table(title=f"{s['done']}/{s['jobs']} jobs done in {s['wall_s']:.1f} s on {len(s['slots'])} slot(s): "
-                      f"{s['evals_per_min']} evaluations/min")
+    tab = Table(title=f"{s['done']}/{s['jobs']} jobs done in {s['wall_s']:.1f} s on {len(s['slots'])} slot(s) "
+                      f"({', '.join(s['slots'])}): {s['evals_per_min']} evaluations/min")
     for c in ("tag", "jobs", "correct", "mean reward"):
         tab.add_column(c, justify="left" if c == "tag" else "right")
     for tag, v in s["by_tag"].items():
@@ -216,14 +214,13 @@ def serve_command(db, backend, device, gpus, slots, build_workers, address, job_
     import signal
     import threading
 
-    from ...cli import _default_device
     from .pool import Pool
     from .store import PoolError
 
-    dev = _default_device(device)
+    dev = _device(device, backend, address)
     opts = {"address": address} if address and backend == "ray" else {}
     try:
-        pool = Pool(db, device=dev, backend=backend, gpus=_gpus(gpus), slots=slots, build_workers=build_workers,
+        pool = Pool(db, device=dev, backend=backend, gpus=gpus, slots=slots, build_workers=build_workers,
                     job_timeout=job_timeout, retries=retries, backend_options=opts)
     except PoolError as e:
         raise click.UsageError(str(e)) from None
@@ -264,7 +261,8 @@ def serve_command(db, backend, device, gpus, slots, build_workers, address, job_
 
 
 @pool_group.command("status")
-@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False, exists=True),
+              help="the pool's database.")
 def status_command(db):
     """Counts by status and the pool processes that served the database."""
     from .store import Store
@@ -280,16 +278,18 @@ def status_command(db):
 
 
 @pool_group.command("results")
-@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False, exists=True))
-@click.option("--json", "as_json", is_flag=True, help="one JSON record per line.")
+@click.option("--db", default="pool.sqlite", show_default=True, type=click.Path(dir_okay=False, exists=True),
+              help="the pool's database.")
+@JSON
 def results_command(db, as_json):
     """One line per job: id, status, outcome, slot, verdict."""
     from .store import Store
 
-    for r in Store(db).jobs():
-        if as_json:
-            click.echo(json.dumps(r.to_dict()))
-            continue
+    records = Store(db).jobs()
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in records]))
+        return
+    for r in records:
         res = r.result
         verdict = "-" if res is None else ("correct" if res.correct else " ".join((res.error or "incorrect").split())[:100])
         click.echo(f"{r.id:>5} {r.status:<8} {r.outcome or '-':<18} {r.slot or '-':<8} "

@@ -35,7 +35,7 @@ OUTCOMES = (CHECKED, REJECTED_AT_BUILD, WORKER_DIED, WORKER_TIMEOUT, GAVE_UP)
 
 
 def options_to_dict(o: CheckOptions) -> dict[str, Any]:
-    d = {f.name: getattr(o, f.name) for f in fields(o)}
+    d = {f.name: getattr(o, f.name) for f in fields(o) if f.name != "progress"}  # a callback stays home
     for k in ("recipe", "limits"):
         if is_dataclass(d.get(k)):
             d[k] = asdict(d[k])  # type: ignore[arg-type]
