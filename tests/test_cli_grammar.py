@@ -32,6 +32,8 @@ CASES = [
     ("compile", ["{tmp}"], "is not inside a cuda-agent workspace"),
     ("verify", ["{tmp}/none"], "does not exist"),
     ("profile", ["{tmp}", "--reward", "fast"], "'fast' is not one of"),
+    ("sanitize", ["{tmp}", "--tool", "leakcheck"], "'leakcheck' is not one of"),
+    ("check", [TASK, SOL, "--tolerance", "tight"], "'tight' is not a valid float"),
     ("solve", ["{tmp}/none.py", "--model", "m"], "task not found"),
     ("solve", [TASK, "--backend", "magic"], "'magic' is not one of"),
     ("solve", [TASK, "--backend", "scripted"], "needs --script"),
@@ -65,6 +67,7 @@ CASES = [
 ]
 if not GPU:  # cuda asked for on a machine without a GPU: refused before any work
     CASES += [("check", [TASK, SOL, "--device", "cuda"], "no CUDA GPU is visible"),
+              ("check", [TASK, SOL, "--sanitize"], "GPU-only"),
               ("solve", [TASK, "--device", "cuda", "--model", "m"], "no CUDA GPU is visible"),
               ("eval", ["{tmp}", "--out", "{tmp}/o", "--device", "cuda"], "no CUDA GPU is visible"),
               ("synth", ["--count", "2", "--out", "{tmp}/s", "--device", "cuda"], "no CUDA GPU is visible"),
