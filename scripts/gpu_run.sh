@@ -105,3 +105,12 @@ if [ "$stage" = kb ]; then
     --upstream "$KB_UPSTREAM" --kernelbench "$PWD/.devdata/kernelbench.jsonl" 2>&1 | tee "$K/agreement.log" | tail -60
   tar czf "$OUT/kb.tgz" -C "$OUT" kb
 fi
+if [ "$stage" = kbsome ]; then
+  # a subset of the agreement benchmark (after fixes): KB_ONLY="case ids"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  export KB_UPSTREAM=$PWD/.devdata/kb_upstream CUDA_AGENT_CACHE=/tmp/ca-kb-cache
+  timeout "${KB_LIMIT:-200}" python3 scripts/kb_agreement.py --out "$OUT/kbsome" --workers 4 --only $KB_ONLY \
+    --upstream "$KB_UPSTREAM" --kernelbench "$PWD/.devdata/kernelbench.jsonl" 2>&1 | tee "$OUT/kbsome.log" | tail -30
+  tar czf "$OUT/kbsome.tgz" -C "$OUT" kbsome && rm -rf "$OUT/kbsome"
+fi
