@@ -122,6 +122,7 @@ class Runner:
         self.task = None
         self.files = tuple(Path(p).name for p in (job.get("solution_file"), job.get("task_file")) if p)
         self._forwards = 0
+        self._hp = None  # the snapshot stream (CUDA)
 
     def inputs(self, seed: int, source=None) -> list:
         return inputs.draw(source or self.task, seed, self.device, on_device=not self.job.get("inputs_on_cpu"))
@@ -132,6 +133,17 @@ class Runner:
             return [Violation("checker-patched", "the reference Model.forward was replaced by the solution",
                               "", exploit_class=5)]
         return []
+
+    def _snapshot(self, out) -> list:
+        """The outputs as they are once the current stream's work is done, copied on a stream of
+        the highest priority (its blocks are scheduled before the pending blocks of any other
+        stream): work still running on a stream forward never joined shows up as a difference
+        from the outputs after a device-wide synchronize."""
+        if self._hp is None:
+            self._hp = torch.cuda.Stream(priority=-100)  # out of range: mapped to the highest priority
+        self._hp.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self._hp):
+            return [o.clone() for o in flatten(out) if isinstance(o, torch.Tensor)]
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -244,10 +256,7 @@ class Runner:
                                 out = self.model(*xs)
                         else:
                             out = self.model(*xs)
-                    # the outputs as the current stream sees them the moment forward returns: work
-                    # still running on a stream it never joined shows up as a difference after the sync
-                    early = [o.clone() for o in flatten(out) if isinstance(o, torch.Tensor)] \
-                        if self.device == "cuda" else []
+                    early = self._snapshot(out) if self.device == "cuda" else []
                     self._sync()
                     outs = flatten(out)
                     if early and not all(_same_bits(a, b) for a, b in
