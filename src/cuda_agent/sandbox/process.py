@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from pathlib import Path
 
 from .isolation import GB, SETUP_FAILED, Limits, Plan, launcher_env, plan_for
@@ -148,6 +150,44 @@ def _fmt(n: int) -> str:
     return f"{n / GB:.1f} GB" if n >= 10 * GB else f"{n / (1 << 20):.0f} MB"
 
 
+# --- starting launchers -------------------------------------------------------------------
+
+class _Spawner:
+    """Starts every launcher from one thread that lives as long as this process.
+
+    The launcher dies with its judge through ``PR_SET_PDEATHSIG``, which fires when the *thread*
+    that forked it ends, not the process: a check run from a short-lived thread (an executor's
+    worker, an agent's episode) would otherwise have its runner killed when that thread ends,
+    or, worse, make the parent-death signal a thing the judge has to keep in mind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue | None = None
+        self._pid = 0
+
+    def _loop(self, q: queue.SimpleQueue) -> None:
+        while True:
+            fn, fut = q.get()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # noqa: BLE001 - handed to the caller
+                    fut.set_exception(e)
+
+    def call(self, fn):
+        with self._lock:
+            if self._queue is None or self._pid != os.getpid():  # a forked child has no such thread
+                self._queue, self._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(target=self._loop, args=(self._queue,), daemon=True,
+                                 name="cuda-agent-spawner").start()
+            fut: Future = Future()
+            self._queue.put((fn, fut))
+        return fut.result()
+
+
+_spawner = _Spawner()
+
+
 # --- the runner process ---------------------------------------------------------------------
 
 def job_root(prefix: str = "cuda-agent-job-") -> Path:
@@ -181,13 +221,14 @@ class RunnerProcess:
         status_r, status_w = os.pipe()
         plan = json.loads(self.plan.to_json())
         plan["status_fd"] = status_w
+        plan["parent_pid"] = os.getpid()  # the launcher dies with us (see _Spawner)
         cmd = [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(plan), "--",
                sys.executable, "-m", "cuda_agent.sandbox.runner", str(job_file)]
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _spawner.call(lambda: subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=launcher_env(env), start_new_session=True, cwd=self._job_dir,
-                pass_fds=(status_w,))
+                pass_fds=(status_w,)))
         finally:
             os.close(status_w)
         self._status_r = status_r
