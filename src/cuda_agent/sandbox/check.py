@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import secrets
 import shutil
 import sys
@@ -66,7 +67,16 @@ class CheckOptions:
     """Calls inside the timing loop whose outputs are checked (guarded like verification)."""
     build_timeout: float = 300.0
     verify_timeout: float = 300.0
+    """Cap on one verification command (loading, a round of forwards) of the candidate."""
     time_timeout: float = 300.0
+    """Cap on the candidate's timing (and on each baseline measurement)."""
+    hang_floor: float = 20.0
+    """A hang costs the task's time, not the caps: a command that makes no progress (no process
+    started or ended, no file written) for this many seconds beyond what the reference's own
+    time predicts (``hang_factor``) is killed as a hang.  Scaled up by the machine's load."""
+    hang_factor: float = 50.0
+    """How many times the reference's time per call a candidate's call may take before it
+    counts toward a hang (a slow but honest kernel is timed, not killed)."""
     recipe: Recipe = field(default_factory=Recipe)
     limits: Any = None
     """Resource caps for the candidate's process (sandbox.isolation.Limits); None: defaults."""
@@ -215,6 +225,9 @@ class _Reference:
         torch.manual_seed(init_seed)
         self.model = self.mod.Model(*self.mod.get_init_inputs()).to(device)
         self.model64 = _float64_twin(self.model)
+        self.call_s: dict[str, float] = {}
+        """The reference's fastest call per input module (the task, a size variant): the
+        yardstick for how long a candidate's call may take before it is a hang."""
 
     def outputs(self, seed: int, mod=None) -> tuple[list, list | None, int]:
         """(outputs, float64 outputs or None, input bytes) for the inputs of ``seed``."""
@@ -223,9 +236,51 @@ class _Reference:
         with torch.no_grad():
             xs = _inputs(mod or self.mod, seed, self.device)
             nbytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
-            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(self.model(*xs))]
+            t = time.perf_counter()
+            out = self.model(*xs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            self._timed(mod, time.perf_counter() - t)
+            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(out)]
             r64 = _run64(self.model64, xs) if self.model64 is not None else None
         return outs, r64, nbytes
+
+    def _timed(self, mod, seconds: float) -> None:
+        key = (mod or self.mod).__name__
+        self.call_s[key] = min(self.call_s.get(key, math.inf), seconds)
+
+    def time_call(self, seed: int) -> None:
+        """One more timed call (the first ones overlap the runner's start-up)."""
+        import torch
+
+        with torch.no_grad():
+            xs = _inputs(self.mod, seed, self.device)
+            t = time.perf_counter()
+            self.model(*xs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            self._timed(None, time.perf_counter() - t)
+
+
+def machine_load() -> float:
+    """How much busier than one runnable process per core the machine is now (1 = not busier,
+    at most 4): the hang floor stretches with it, so a busy machine does not turn an honest
+    first call (a JIT compile) into a hang."""
+    try:
+        return max(1.0, min(4.0, os.getloadavg()[0] / (os.cpu_count() or 1)))
+    except OSError:
+        return 1.0
+
+
+def hang_budget(o: CheckOptions, ref_s: float, calls: float, extra_s: float = 0.0) -> tuple[float, str]:
+    """(seconds without progress that make a hang, the reason in words) for a command of
+    ``calls`` candidate calls whose reference takes ``ref_s`` per call."""
+    load = machine_load()
+    s = (o.hang_floor + extra_s + o.hang_factor * ref_s * calls) * load
+    why = (f"the reference takes {ref_s * 1e3:.3g} ms a call, {calls:g} call{'s' if calls != 1 else ''} "
+           f"x {o.hang_factor:g} + {o.hang_floor + extra_s:g} s" + (f", x {load:.2g} for the machine's load"
+                                                                    if load > 1 else ""))
+    return s, why
 
 
 def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) -> None:
@@ -301,12 +356,14 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                                   exploit_class=cls, round=rnd)
             res.error = error
 
-        def run(seeds_: list[int], inputs_file: Path | None = None) -> dict | None:
+        def run(seeds_: list[int], inputs_file: Path | None = None, module: str | None = None) -> dict | None:
             cmd = {"cmd": "run", "seeds": seeds_, "out_dir": str(job_dir)}
             if inputs_file is not None:
                 cmd["inputs_file"] = str(inputs_file)
+            ref_s = ref.call_s.get(module or ref.mod.__name__, max(ref.call_s.values(), default=1.0))
+            stall, why = hang_budget(o, ref_s, len(seeds_))
             try:
-                rep = runner.request(cmd, o.verify_timeout)
+                rep = runner.request(cmd, o.verify_timeout, stall, why)
             except RunnerDied as e:
                 fail(e.stage, str(e), rnd="shape" if inputs_file else "main")
                 return None
@@ -319,14 +376,15 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 return None
             return rep
 
-        try:
-            rep = runner.request({"cmd": "load"}, o.verify_timeout)
+        try:  # importing torch and the solution: no reference time to go by, so three floors
+            rep = runner.request({"cmd": "load"}, o.verify_timeout, *hang_budget(o, 0.0, 0, 2 * o.hang_floor))
         except RunnerDied as e:
             return fail(e.stage, str(e))
         res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
         lap("start")
         if not rep["ok"]:
             return fail(rep.get("stage", "load"), rep["error"])
+        ref.time_call(seeds[0])
         if run(seeds) is None:
             return
         stats = {"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0}
@@ -366,7 +424,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         last_round = "main"
         if o.extra_round and not res.violations:
             extra = [rng.randrange(1, 2**31) for _ in range(2)]
-            variant_file, desc, exp2 = None, "the same sizes", None
+            variant_file, desc, exp2, vname = None, "the same sizes", None, None
             for d, src in size_variants(task.source):
                 try:
                     vmod = _module_from_source(src, f"cuda_agent_variant_{task.sha}")
@@ -374,12 +432,12 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 except Exception:
                     exp2 = None
                     continue
-                variant_file, desc = job_dir / "variant.py", d
+                variant_file, desc, vname = job_dir / "variant.py", d, vmod.__name__
                 variant_file.write_text(src)
                 break
             if exp2 is None:
                 exp2 = {s: ref.outputs(s)[:2] for s in extra}
-            if run(extra, variant_file) is None:
+            if run(extra, variant_file, vname) is None:
                 if res.verdict is not None and res.verdict.stage == "forward":
                     res.verdict.exploit_class = res.verdict.exploit_class or 7
                     res.verdict.error = res.error = f"with other input sizes ({desc}): {res.verdict.error}"
@@ -409,7 +467,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             spot_seeds = [secrets.randbits(31) for _ in range(4 * o.spot_checks + 2)] if o.spot_checks else []
             rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
                                   "spot_checks": o.spot_checks, "spot_seeds": spot_seeds, "out_dir": str(job_dir)},
-                                 o.time_timeout)
+                                 o.time_timeout, *_timing_hang_budget(o, ref.call_s.get(ref.mod.__name__, 1.0)))
         except RunnerDied as e:
             res.error = f"timing failed: {e}"
             res.verdict = Verdict(False, res.error, e.stage, round="timing")
@@ -479,6 +537,14 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         if res.t_gen_ms and res.t_compile_ms:
             res.speedup_compile = res.t_compile_ms / res.t_gen_ms
         lap("baselines")
+
+
+def _timing_hang_budget(o: CheckOptions, ref_s: float) -> tuple[float, str]:
+    """The timing loop runs for its own budget (warm-up, samples until ``budget_s``) plus at
+    least ``min_samples`` samples, the spot checks and the wall-clock run: that many calls."""
+    r = o.recipe
+    calls = 6 + r.min_samples + r.round_size + 4 * o.spot_checks + 2 + 20
+    return hang_budget(o, ref_s, calls, r.warmup_ms / 1e3 + 1.5 * r.budget_s)
 
 
 def _first_output_digest(f: Path) -> str:

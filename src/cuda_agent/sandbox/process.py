@@ -247,6 +247,8 @@ class RunnerProcess:
         self._lock = threading.Lock()
         self.peak_memory = 0
         self.peak_processes = 0
+        self._progress: tuple = ()
+        self._progress_at = time.monotonic()
         threading.Thread(target=self._drain, daemon=True, name="runner-stderr").start()
         threading.Thread(target=self._watch, daemon=True, name="runner-watchdog").start()
 
@@ -284,14 +286,19 @@ class RunnerProcess:
             mem, threads = mem + m, threads + t
             if p not in self._seen and not self._pidns:
                 self._seen[p] = _start_time(p)
-        mem += _dir_bytes(self._job_dir)
+        files = _dir_bytes(self._job_dir)
         if self.plan.shm and tree:
             try:
                 st = os.statvfs(f"/proc/{tree[0]}/root{self.plan.shm}")
-                mem += (st.f_blocks - st.f_bfree) * st.f_frsize
+                files += (st.f_blocks - st.f_bfree) * st.f_frsize
             except OSError:
                 pass
-        return n, threads, mem
+        # progress, as a hang cannot fake it cheaply: processes coming and going (compilers)
+        # or files being written (JIT caches, builds); a spinning loop changes neither
+        progress = (frozenset(tree), files)
+        if progress != self._progress:
+            self._progress, self._progress_at = progress, time.monotonic()
+        return n, threads, mem + files
 
     def _watch(self) -> None:
         lim = self.limits
@@ -318,8 +325,13 @@ class RunnerProcess:
             time.sleep(lim.poll_s)
 
     # -- protocol -------------------------------------------------------------------------
-    def request(self, cmd: dict, timeout: float) -> dict:
-        """Send one command, wait for its reply line; raise RunnerDied on timeout/crash/cap."""
+    def request(self, cmd: dict, timeout: float, stall: float | None = None, why: str = "") -> dict:
+        """Send one command, wait for its reply line; raise RunnerDied on timeout/crash/cap.
+
+        ``timeout`` caps the command; ``stall`` (seconds, optional) ends it earlier when the job
+        made no progress (no process started or ended, no file written) for that long: a hang
+        costs the task's own budget, while a first call that compiles (Triton, torch.compile,
+        nvrtc) keeps going up to ``timeout``.  ``why`` explains the stall budget in the verdict."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if self._fault is not None:
             raise self._died()
@@ -328,7 +340,8 @@ class RunnerProcess:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
         fd = self.proc.stdout.fileno()
@@ -336,12 +349,16 @@ class RunnerProcess:
             while b"\n" not in self._buf:
                 if self._fault is not None:
                     raise self._died()
-                left = deadline - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                stalled = stall is not None and now - max(start, self._progress_at) > stall
+                left = deadline - now
+                if left <= 0 or stalled:
                     self.kill()
                     tail = self.log_tail(1500).strip()
-                    raise RunnerDied("timeout", f"{cmd['cmd']} did not finish within {timeout:.0f} s "
-                                                f"(killed)" + (f"; last output:\n{tail}" if tail else ""))
+                    what = (f"(killed)" if not stalled else
+                            f"(killed as a hang: nothing progressed for {stall:.0f} s{'; ' + why if why else ''})")
+                    raise RunnerDied("timeout", f"{cmd['cmd']} did not finish within {now - start:.0f} s {what}"
+                                     + (f"; last output:\n{tail}" if tail else ""))
                 if not sel.select(timeout=min(left, 0.25)):
                     if self.proc.poll() is not None:  # exited, but something still holds stdout
                         raise self._died()
