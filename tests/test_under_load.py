@@ -82,3 +82,76 @@ def test_a_slow_first_call_that_makes_progress_is_not_a_hang(example_task, tmp_p
                                                                    verify_timeout=120, extra_round=False))
     assert r.verdict is not None and r.verdict.correct, r.error
     assert time.perf_counter() - t > 6
+
+
+# --- 6. timing that a cache cannot fool -------------------------------------------------
+
+CACHES = {
+    # remembered by the inputs' address: stale as soon as the values change in place
+    "address": ("        key = x.data_ptr()\n"),
+    # by shape: every input of the task has the same one
+    "shape": ("        key = tuple(x.shape)\n"),
+    # by address plus a few sampled values (the measured hole: reward 3 at "2280x" on CPU)
+    "checksum": ("        f = x.reshape(-1)\n"
+                 "        key = (x.data_ptr(), float(f[0]), float(f[f.numel() // 2]), float(f[-1]))\n"),
+}
+CACHED = ("        if not hasattr(self, 'memo'):\n"
+          "            self.memo = {{}}\n"
+          "{key}"
+          "        if key not in self.memo:\n"
+          "            if len(self.memo) >= 64:  # the 64 most recent inputs\n"
+          "                del self.memo[next(iter(self.memo))]\n"
+          "            self.memo[key] = x * torch.sigmoid(x) * self.scale\n"
+          "        return self.memo[key]\n")
+
+
+def test_the_input_pool_gives_every_timed_call_new_values():
+    import random
+
+    import torch
+
+    from cuda_agent.sandbox.timing import InputPool, measure
+
+    bases = [[torch.randn(64, 33), torch.arange(5)] for _ in range(2)]
+    pool = InputPool(bases, "cpu", 1000, random.Random(0))
+    assert pool.n == 1000 and all((s[0].data_ptr() - pool.sets[0][0].data_ptr()) % 512 == 0 for s in pool.sets)
+    seen: set = set()
+    timed = repeats = 0
+
+    def call(i: int) -> None:
+        nonlocal repeats, timed
+        x, idx = pool.sets[i]
+        key = (x.data_ptr(), float(x[0, 0]), float(x[-1, -1]))
+        if refreshed:  # the warm-up and the estimate of k run on the drawn values, over and over
+            timed += 1
+            repeats += key in seen
+        seen.add(key)
+        assert torch.equal(idx, torch.arange(5))  # integer inputs keep their values
+
+    refreshed: list = []
+
+    def refresh(indices: list[int]) -> None:
+        refreshed.append(len(indices))
+        pool.refresh(indices)
+
+    r = measure(call, pool.n, "cpu", QUICK, refresh=refresh)
+    assert 1 < r["calls_per_sample"] <= pool.n
+    assert timed > 1000 and repeats == 0, (timed, repeats)
+    ratio = pool.sets[0][0] / bases[0][0]
+    assert float(ratio.min()) >= 0.6 and float(ratio.max()) <= 1.6  # signs, zeros and scale kept
+
+
+@pytest.mark.parametrize("kind", sorted(CACHES))
+def test_a_cached_output_earns_nothing(example_task, tmp_path, kind):
+    """Cached by address or shape: rejected (a stale output in verification or in a spot check
+    inside the timing loop), its class named.  By a checksum of sampled values: every timed
+    call has new values, so the cache never hits and the solution times like the honest one."""
+    f = solution(tmp_path, CACHED.format(key=CACHES[kind]), kind)
+    r = check(example_task, f, opts(timing=True, baselines=True, n_sets=3))
+    if kind == "checksum":
+        assert r.correct, r.error
+        assert r.speedup_eager is not None and r.speedup_eager < 1.5, (r.speedup_eager, r.timing)
+        assert r.reward <= 2
+    else:
+        assert not r.correct and r.reward == -1, r.to_dict()
+        assert set(r.exploit_classes) & {7, 12}, (r.exploit_classes, r.error)
