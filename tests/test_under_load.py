@@ -155,3 +155,74 @@ def test_a_cached_output_earns_nothing(example_task, tmp_path, kind):
     else:
         assert not r.correct and r.reward == -1, r.to_dict()
         assert set(r.exploit_classes) & {7, 12}, (r.exploit_classes, r.error)
+
+
+# --- machine load: CPU stress beside the checks ------------------------------------------
+
+class Stress:
+    """``per_core`` busy processes per core, started and killed by pid."""
+
+    def __init__(self, per_core: int = 4) -> None:
+        self.n = per_core * (os.cpu_count() or 1)
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "Stress":
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
+TWICE = ("        y = x * torch.sigmoid(x) * self.scale\n"
+         "        return (y + x * torch.sigmoid(x) * self.scale) / 2\n")
+
+
+@pytest.mark.slow
+def test_a_baseline_measured_on_a_busy_machine_does_not_move_a_later_reward(example_task, tmp_path):
+    """The baseline is first measured under CPU stress (what the issue saw: eager 19.96 ms for a
+    0.62 ms task, then "15x" and reward 2 for a solution twice as slow as eager).  Then, on a
+    quiet machine, a solution that does the work twice is checked: its speedup is that of
+    the quiet machine (about 0.5, reward 1), because the busy baseline is not comparable and
+    is measured again."""
+    from cuda_agent.sandbox import baselines
+
+    recipe = Recipe(warmup_ms=30, sample_ms=1.0, min_samples=10, max_samples=60, round_size=10, target=0.02,
+                    budget_s=2.5)  # a cache key of its own
+    with Stress():
+        busy = baselines.conditions("cpu")
+        poisoned = baselines.get(example_task, "cpu", recipe, 2, compile=False, under=busy)
+    assert "error" not in poisoned, poisoned
+    assert busy["cpu"] > 1.5, busy  # the probe sees the stress
+    r = check(example_task, solution(tmp_path, TWICE, "twice"), opts(timing=True, baselines=True, recipe=recipe))
+    assert r.correct, r.error
+    quiet_eager = baselines.measure(example_task, "cpu", recipe, 2, compile=False)["eager_ms"]
+    assert r.t_eager_ms < 1.6 * quiet_eager, (r.t_eager_ms, quiet_eager, poisoned)
+    assert r.speedup_eager < 0.85 and r.reward == 1, (r.speedup_eager, r.t_gen_ms, r.t_eager_ms, poisoned)
+
+
+def _verdict(r) -> tuple:
+    """Passed or not, a hang or not, caught as an exploit or not (which defence catches an
+    address-keyed cache first depends on where the allocator puts the next input set)."""
+    return (r.correct, r.verdict is not None and r.verdict.stage == "timeout", bool(r.exploit_classes))
+
+
+@pytest.mark.slow
+def test_verdicts_are_the_same_alone_and_beside_cpu_stress(example_task, tmp_path):
+    """A small mixed batch - honest, wrong, cached by address, endless loop - gives the same
+    verdicts with the machine to itself and with 2 busy processes per core beside it."""
+    batch = {"honest": HONEST, "wrong": "        return 2 * x * torch.sigmoid(x) * self.scale\n",
+             "cached": CACHED.format(key=CACHES["address"]), "spin": SPIN}
+    files = {k: solution(tmp_path, body, k) for k, body in batch.items()}
+    o = opts(timing=True, extra_round=False, hang_floor=5.0)
+    alone = {k: _verdict(check(example_task, f, o)) for k, f in files.items()}
+    with Stress(per_core=2):
+        busy = {k: _verdict(check(example_task, f, o)) for k, f in files.items()}
+    assert alone == busy
+    assert alone == {"honest": (True, False, False), "wrong": (False, False, False),
+                     "cached": (False, False, True), "spin": (False, True, True)}
