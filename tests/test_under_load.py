@@ -147,11 +147,13 @@ def test_a_cached_output_earns_nothing(example_task, tmp_path, kind):
     inside the timing loop), its class named.  By a checksum of sampled values: every timed
     call has new values, so the cache never hits and the solution times like the honest one."""
     f = solution(tmp_path, CACHED.format(key=CACHES[kind]), kind)
-    r = check(example_task, f, opts(timing=True, baselines=True, n_sets=3))
+    r = check(example_task, f, opts(timing=True, n_sets=3))
     if kind == "checksum":
+        # (without fresh inputs in the timing loop it timed 0.005 ms a call against the honest
+        # solution's 0.3 ms: a "60x" speedup on this task)
         assert r.correct, r.error
-        assert r.speedup_eager is not None and r.speedup_eager < 1.5, (r.speedup_eager, r.timing)
-        assert r.reward <= 2
+        honest = check(example_task, solution(tmp_path, HONEST, "honest"), opts(timing=True, n_sets=3))
+        assert r.t_gen_ms > 0.2 * honest.t_gen_ms, (r.timing, honest.timing)  # noise, not 60x
     else:
         assert not r.correct and r.reward == -1, r.to_dict()
         assert set(r.exploit_classes) & {7, 12}, (r.exploit_classes, r.error)

@@ -244,8 +244,12 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
     # wall-clock cross-check: back-to-back calls closed by a device-wide synchronize
     m = max(k, int(math.ceil(max(10 * recipe.sample_ms, 20.0) / max(summary["median_ms"], 1e-4))))
     m = min(m, 10_000)
-    # with fresh inputs, in runs of at most n_sets calls, each refilled first (untimed)
+    # with fresh inputs, in runs of at most n_sets calls, each refilled first (untimed); at most
+    # 8 runs (a refill costs more than a run of fast calls: a cached solution's 10 000 calls
+    # would spend most of the command's time refilling)
     run = m if refresh is None else n_sets
+    if refresh is not None:
+        m = min(m, max(k, 8 * n_sets))
     wall = 0.0
     done = 0
     while done < m:
