@@ -55,6 +55,13 @@ if [ "$stage" = episode ]; then
   python3 -m cuda_agent.cli solve L1/12 --kernelbench "$CUDA_AGENT_KERNELBENCH" --backend scripted \
     --script examples/l1_12_diag_matmul --device cuda --out "$OUT/episode" 2>&1 | tail -15
 fi
+if [ "$stage" = load ]; then
+  # issue 18: evaluations/min of a mixed batch on GPU 0, verdicts alone vs 8 in flight + CPU
+  # stress, an infinite-loop kernel (seconds to its verdict, the next job), SIGKILL of a judge
+  # mid-job (processes and GPU memory left); raw numbers in OUT/load/load.json, load.md
+  timeout "${LOAD_LIMIT:-560}" python3 scripts/bench_load.py "$OUT/load" --n "${LOAD_N:-20}" 2>&1 \
+    | tee "$OUT/load.log" | tail -20
+fi
 if [ "$stage" = serve ]; then
   # checks from a process that never touches the GPU: `cuda-agent pool serve` owns GPU 0, and a
   # scripted agent episode (L1/12's bundled solution) sends every check to it with --pool-db

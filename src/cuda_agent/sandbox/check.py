@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import secrets
 import shutil
 import sys
@@ -64,9 +65,21 @@ class CheckOptions:
     """After the main round, verify on other input sizes (where the task allows) and fresh seeds."""
     spot_checks: int = 3
     """Calls inside the timing loop whose outputs are checked (guarded like verification)."""
+    confirm_timing: int = 2
+    """A suspicion from timing (a wrong spot output, hidden work, faster than the roofline) is
+    measured again up to this many times and rejects only if it holds every time."""
     build_timeout: float = 300.0
     verify_timeout: float = 300.0
+    """Cap on one verification command (loading, a round of forwards) of the candidate."""
     time_timeout: float = 300.0
+    """Cap on the candidate's timing (and on each baseline measurement)."""
+    hang_floor: float = 20.0
+    """A hang costs the task's time, not the caps: a command that makes no progress (no process
+    started or ended, no file written) for this many seconds beyond what the reference's own
+    time predicts (``hang_factor``) is killed as a hang.  Scaled up by the machine's load."""
+    hang_factor: float = 50.0
+    """How many times the reference's time per call a candidate's call may take before it
+    counts toward a hang (a slow but honest kernel is timed, not killed)."""
     recipe: Recipe = field(default_factory=Recipe)
     limits: Any = None
     """Resource caps for the candidate's process (sandbox.isolation.Limits); None: defaults."""
@@ -232,6 +245,9 @@ class _Reference:
         self.mod = _module_from_source(task.source, f"cuda_agent_task_{task.sha}")
         self.model = _construct(self.mod, init_seed).to(device)
         self.model64 = _float64_twin(self.model)
+        self.call_s: dict[str, float] = {}
+        """The reference's fastest call per input module (the task, a size variant): the
+        yardstick for how long a candidate's call may take before it is a hang."""
         self.route = "float64 copy" if self.model64 is not None else ""
         if self.model64 is None:
             self._rebuild64("the model cannot be copied")
@@ -257,7 +273,12 @@ class _Reference:
         with torch.no_grad():
             xs = inputs.draw(mod or self.mod, seed, self.device, on_device=self.on_device)
             nbytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
-            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(self.model(*xs))]
+            t = time.perf_counter()
+            out = self.model(*xs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            self._timed(mod, time.perf_counter() - t)
+            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(out)]
             r64 = None
             if self.model64 is not None:
                 try:
@@ -268,6 +289,43 @@ class _Reference:
                         return self.outputs(seed, mod)
                     self.model64, self.route = None, f"unavailable: the float64 rebuild failed: {e}"[:300]
         return outs, r64, nbytes
+
+    def _timed(self, mod, seconds: float) -> None:
+        key = (mod or self.mod).__name__
+        self.call_s[key] = min(self.call_s.get(key, math.inf), seconds)
+
+    def time_call(self, seed: int) -> None:
+        """One more timed call (the first ones overlap the runner's start-up)."""
+        import torch
+
+        with torch.no_grad():
+            xs = inputs.draw(self.mod, seed, self.device, on_device=self.on_device)
+            t = time.perf_counter()
+            self.model(*xs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            self._timed(None, time.perf_counter() - t)
+
+
+def machine_load() -> float:
+    """How much busier than one runnable process per core the machine is now (1 = not busier,
+    at most 4): the hang floor stretches with it, so a busy machine does not turn an honest
+    first call (a JIT compile) into a hang."""
+    try:
+        return max(1.0, min(4.0, os.getloadavg()[0] / (os.cpu_count() or 1)))
+    except OSError:
+        return 1.0
+
+
+def hang_budget(o: CheckOptions, ref_s: float, calls: float, extra_s: float = 0.0) -> tuple[float, str]:
+    """(seconds without progress that make a hang, the reason in words) for a command of
+    ``calls`` candidate calls whose reference takes ``ref_s`` per call."""
+    load = machine_load()
+    s = (o.hang_floor + extra_s + o.hang_factor * ref_s * calls) * load
+    why = (f"the reference takes {ref_s * 1e3:.3g} ms a call, {calls:g} call{'s' if calls != 1 else ''} "
+           f"x {o.hang_factor:g} + {o.hang_floor + extra_s:g} s" + (f", x {load:.2g} for the machine's load"
+                                                                    if load > 1 else ""))
+    return s, why
 
 
 def _construct(mod, seed: int):
@@ -375,12 +433,14 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                                   exploit_class=cls, round=rnd)
             res.error = error
 
-        def run(seeds_: list[int], inputs_file: Path | None = None) -> dict | None:
+        def run(seeds_: list[int], inputs_file: Path | None = None, module: str | None = None) -> dict | None:
             cmd = {"cmd": "run", "seeds": seeds_, "out_dir": str(job_dir)}
             if inputs_file is not None:
                 cmd["inputs_file"] = str(inputs_file)
+            ref_s = ref.call_s.get(module or ref.mod.__name__, max(ref.call_s.values(), default=1.0))
+            stall, why = hang_budget(o, ref_s, len(seeds_))
             try:
-                rep = runner.request(cmd, o.verify_timeout)
+                rep = runner.request(cmd, o.verify_timeout, stall, why)
             except RunnerDied as e:
                 fail(e.stage, str(e), rnd="shape" if inputs_file else "main")
                 return None
@@ -395,8 +455,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 res.custom_calls = sum(rep.get("custom_calls", {}).values())
             return rep
 
-        try:
-            rep = runner.request({"cmd": "load"}, o.verify_timeout)
+        try:  # importing torch and the solution: no reference time to go by, so three floors
+            rep = runner.request({"cmd": "load"}, o.verify_timeout, *hang_budget(o, 0.0, 0, 2 * o.hang_floor))
         except RunnerDied as e:
             return fail(e.stage, str(e))
         res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
@@ -416,6 +476,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                                 "load and the solution carried on without it (a caught error: whatever runs now is "
                                 "its fallback)")
         res.weights = "seeded"
+        ref.time_call(seeds[0])
         stats = {"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0}
 
         def judge(seed: int, exp, what: str, rnd: str) -> bool:
@@ -494,7 +555,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         last_round = "main"
         if o.extra_round and not kb and not res.violations:  # KernelBench's sizes are the problem's
             extra = [rng.randrange(1, 2**31) for _ in range(2)]
-            variant_file, desc, exp2 = None, "the same sizes", None
+            variant_file, desc, exp2, vname = None, "the same sizes", None, None
             for d, src in size_variants(task.source):
                 try:
                     vmod = _module_from_source(src, f"cuda_agent_variant_{task.sha}")
@@ -502,12 +563,12 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                 except Exception:
                     exp2 = None
                     continue
-                variant_file, desc = job_dir / "variant.py", d
+                variant_file, desc, vname = job_dir / "variant.py", d, vmod.__name__
                 variant_file.write_text(src)
                 break
             if exp2 is None:
                 exp2 = {s: ref.outputs(s)[:2] for s in extra}
-            if run(extra, variant_file) is None:
+            if run(extra, variant_file, vname) is None:
                 if res.verdict is not None and res.verdict.stage == "forward":
                     res.verdict.exploit_class = res.verdict.exploit_class or 7
                     res.verdict.error = res.error = f"with other input sizes ({desc}): {res.verdict.error}"
@@ -533,51 +594,74 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             return
         n_rot = rotation_sets(set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(n_rot)]
-        try:
-            spot_seeds = [secrets.randbits(31) for _ in range(4 * o.spot_checks + 2)] if o.spot_checks else []
-            rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
-                                  "spot_checks": o.spot_checks, "spot_seeds": spot_seeds, "out_dir": str(job_dir)},
-                                 o.time_timeout)
-        except RunnerDied as e:
-            res.error = f"timing failed: {e}"
-            res.verdict = Verdict(False, res.error, e.stage, round="timing")
-            res.correct = False
-            return
-        if not rep["ok"]:
-            res.error = f"timing failed: {rep['error']}"
-            return
-        res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
-        for spot in rep.get("spots", []):
-            if spot["seed"] not in spot_seeds:
-                continue
-            exp = ref.outputs(spot["seed"])[:2]
-            outs = torch.load(spot["file"], weights_only=True, map_location=o.device)
-            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor)
-            if not cmp.ok:
-                res.violations.append(Violation(
-                    "timing-output-wrong", f"an output produced inside the timing loop is wrong ({cmp.error}); "
-                    f"the kernel must do the same work whether or not it is being timed", "", exploit_class=12))
-                break
-        res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
-                            rep["min_ms"], wall_ms=rep.get("wall_ms"))
-        res.t_gen_ms = rep["median_ms"]
-        res.roofline = roofline.forward_roofline(ref.model, _inputs(ref.mod, tseeds[0], o.device), rep["median_ms"],
-                                                 o.device)
-        if o.device == "cuda":
+        under = baselines.conditions(o.device)  # how busy the machine is around the candidate's timing
+        name = torch.cuda.get_device_name(torch.cuda.current_device()) if o.device == "cuda" else ""
+        bound = roofline.input_bound_ms(set_bytes, name) if o.device == "cuda" else None
+
+        def suspicions(rep: dict, spot_seeds: list[int]) -> list[Violation]:
+            """What this timing suggests: a wrong output inside the loop, work outside the
+            current stream, a time under the roofline."""
+            out = []
+            for spot in rep.get("spots", []):
+                if spot["seed"] not in spot_seeds:
+                    continue
+                exp = ref.outputs(spot["seed"])[:2]
+                outs = torch.load(spot["file"], weights_only=True, map_location=o.device)
+                cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor,
+                              protocol="kernelbench" if kb else "evaluator")
+                if not cmp.ok:
+                    out.append(Violation(
+                        "timing-output-wrong", f"an output produced inside the timing loop is wrong ({cmp.error}); "
+                        f"the kernel must do the same work whether or not it is being timed", "", exploit_class=12))
+                    break
             wall = rep.get("wall_ms")
-            if wall is not None and wall > 1.5 * rep["median_ms"] + 0.02:
-                res.violations.append(Violation(
+            if o.device == "cuda" and wall is not None and wall > 1.5 * rep["median_ms"] + 0.02:
+                out.append(Violation(
                     "hidden-work", f"back-to-back calls take {wall:.4g} ms each by the wall clock with a "
                     f"device-wide synchronize, but {rep['median_ms']:.4g} ms by events on the current stream: work "
                     f"runs outside the current stream (join other streams before returning)", "", exploit_class=10))
-            name = torch.cuda.get_device_name(torch.cuda.current_device())
-            bound = roofline.input_bound_ms(set_bytes, name)
-            res.timing.roofline_ms = bound
             if bound is not None and rep["median_ms"] < roofline.FLAG_FRACTION * bound:
-                res.violations.append(Violation(
+                out.append(Violation(
                     "faster-than-roofline", f"{rep['median_ms']:.4g} ms per call is under half the time needed just "
                     f"to read the inputs at {name}'s peak bandwidth ({bound:.4g} ms): work is skipped or results "
                     f"are reused across calls", "", exploit_class=13))
+            return out
+
+        # a suspicion from timing rejects only when it holds in every one of 1 + confirm_timing
+        # measurements: a busy machine (another job's kernels, CPU stress) can stretch one wall
+        # clock sample, but not every one, and never makes a wrong output right
+        rules_seen: dict = {}
+        for attempt in range(1 + o.confirm_timing):
+            try:
+                spot_seeds = [secrets.randbits(31) for _ in range(4 * o.spot_checks + 2)] if o.spot_checks else []
+                rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
+                                      "spot_checks": o.spot_checks, "spot_seeds": spot_seeds,
+                                      "out_dir": str(job_dir)},
+                                     o.time_timeout, *_timing_hang_budget(o, ref.call_s.get(ref.mod.__name__, 1.0)))
+            except RunnerDied as e:
+                res.error = f"timing failed: {e}"
+                res.verdict = Verdict(False, res.error, e.stage, round="timing")
+                res.correct = False
+                return
+            if not rep["ok"]:
+                res.error = f"timing failed: {rep['error']}"
+                return
+            for v in rep.get("violations", []):
+                rules_seen.setdefault((v["rule"], v["message"]), Violation.from_dict(v))
+            sus = suspicions(rep, spot_seeds)
+            if not sus:
+                break
+            res.warnings.append(f"timing attempt {attempt + 1}: suspected {', '.join(v.rule for v in sus)}; "
+                                f"measured again" if attempt < o.confirm_timing else
+                                f"timing: {', '.join(v.rule for v in sus)} held in all {attempt + 1} measurements")
+        under = baselines.worse(under, baselines.conditions(o.device))
+        res.violations += list(rules_seen.values()) + sus
+        res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
+                            rep["min_ms"], wall_ms=rep.get("wall_ms"))
+        res.timing.roofline_ms = bound
+        res.t_gen_ms = rep["median_ms"]
+        res.roofline = roofline.forward_roofline(ref.model, _inputs(ref.mod, tseeds[0], o.device), rep["median_ms"],
+                                                 o.device)
         res.violations += _changed_files(watched)
         lap("timing")
         if res.violations:
@@ -602,7 +686,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
 
     if o.baselines:
         base = baselines.get(task, o.device, o.recipe, n_rot, compile=o.compile_baseline,
-                             timeout=o.time_timeout)
+                             timeout=o.time_timeout, under=under)
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
         if base.get("error"):
@@ -655,6 +739,14 @@ def _gpu_tools(o: CheckOptions, job_dir: Path, seed: int, sol_file: Path, kdir: 
         except Exception:  # noqa: BLE001 - the table goes without rooflines
             pk = None
         res.ncu = ncu.profile(job, seed, text, env=env, limits=o.limits, timeout=o.time_timeout, peaks=pk)
+
+
+def _timing_hang_budget(o: CheckOptions, ref_s: float) -> tuple[float, str]:
+    """The timing loop runs for its own budget (warm-up, samples until ``budget_s``) plus at
+    least ``min_samples`` samples, the spot checks and the wall-clock run: that many calls."""
+    r = o.recipe
+    calls = 6 + r.min_samples + r.round_size + 4 * o.spot_checks + 2 + 20
+    return hang_budget(o, ref_s, calls, r.warmup_ms / 1e3 + 1.5 * r.budget_s)
 
 
 def _first_output_digest(f: Path) -> str:

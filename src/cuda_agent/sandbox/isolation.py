@@ -354,12 +354,16 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     return plan
 
 
-def launcher_argv(plan: Plan, argv: list[str], status_fd: int | None = None) -> list[str]:
+def launcher_argv(plan: Plan, argv: list[str], status_fd: int | None = None,
+                  parent_pid: int | None = None) -> list[str]:
     """The command line that runs ``argv`` behind this module's launcher, contained as ``plan``
-    says (``status_fd``: where the launcher reports setup errors and the exit status)."""
+    says (``status_fd``: where the launcher reports setup errors and the exit status;
+    ``parent_pid``: the judge, whose death the launcher and everything under it do not outlive)."""
     d = json.loads(plan.to_json())
     if status_fd is not None:
         d["status_fd"] = status_fd
+    if parent_pid is not None:
+        d["parent_pid"] = parent_pid
     return [sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(d), "--", *argv]
 
 
@@ -575,16 +579,34 @@ def _report(fd: int, d: dict) -> None:
         pass
 
 
-def _init(plan: dict, argv: list[str], status_w: int) -> None:
-    """Runs in the fork (PID 1 of a new PID namespace when there is one); never returns."""
+def _orphaned_init() -> None:
+    """The launcher died (the judge with it): take every process of the job along, then go."""
+    _kill_descendants(os.getpid())
+    os._exit(SETUP_FAILED)
+
+
+def _init(plan: dict, argv: list[str], status_w: int, lifeline: int) -> None:
+    """Runs in the fork (PID 1 of a new PID namespace when there is one); never returns.
+
+    It dies with the launcher: with a PID namespace by SIGKILL (the kernel then kills every
+    process in the namespace); without one, the parent-death signal is SIGUSR2, whose handler
+    kills the whole tree first (the init is its subreaper, so orphans and setsid'd daemons of
+    the job are still its descendants).  ``lifeline`` is the read end of a pipe only the
+    launcher writes to: at EOF the launcher was gone before the signal was armed."""
     step = "setup"
     try:
-        if "pid" in plan["namespaces"]:
-            step = "pdeathsig"
-            _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
-        else:
+        pidns = "pid" in plan["namespaces"]
+        if not pidns:
             step = "subreaper"
             _check(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+            signal.signal(signal.SIGUSR2, lambda *_: _orphaned_init())
+        step = "pdeathsig"
+        _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL if pidns else signal.SIGUSR2, 0, 0, 0),
+               "prctl(PDEATHSIG)")
+        import select
+
+        if select.select([lifeline], [], [], 0)[0]:  # EOF: the launcher died before the prctl
+            os._exit(SETUP_FAILED)
         if "mnt" in plan["namespaces"]:
             step = "mounts"
             _setup_mounts(plan)
@@ -617,8 +639,11 @@ def _init(plan: dict, argv: list[str], status_w: int) -> None:
     child = os.fork()
     if child == 0:
         os.close(status_w)
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
+        os.close(lifeline)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGUSR2):
             signal.signal(s, signal.SIG_DFL)
+        # the command dies with its init too (the init is single-threaded, so "parent" is exact)
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         try:
             os.execvp(argv[0], argv)
         except OSError as e:
@@ -680,8 +705,15 @@ def _kill_descendants(root: int) -> None:
 
 
 def launch(plan: dict, argv: list[str]) -> None:
-    """The launcher: unshare, fork the init, wait for it, mirror the command's status."""
+    """The launcher: unshare, fork the init, wait for it, mirror the command's status.
+
+    Nothing outlives its judge: the launcher gets SIGKILL when the judge's thread that started
+    it ends (the judge starts launchers from one thread that lives as long as the judge,
+    process.py), and checks that the judge (``parent_pid``) did not die before that was armed."""
     status_fd = int(plan.get("status_fd", -1))
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if plan.get("parent_pid") and os.getppid() != int(plan["parent_pid"]):
+        os._exit(SETUP_FAILED)  # the judge is gone already: nobody to run this for
     flags = 0
     for name, flag in (("net", CLONE_NEWNET), ("mnt", CLONE_NEWNS), ("pid", CLONE_NEWPID)):
         if name in plan["namespaces"]:
@@ -700,13 +732,16 @@ def launch(plan: dict, argv: list[str]) -> None:
         _report(status_fd, {"setup_error": f"namespaces: {e}"})
         os._exit(SETUP_FAILED)
     r, w = os.pipe()
+    life_r, life_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        os.close(life_w)
         if status_fd >= 0:
             os.close(status_fd)
-        _init(plan, argv, w)
+        _init(plan, argv, w, life_r)
     os.close(w)
+    os.close(life_r)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

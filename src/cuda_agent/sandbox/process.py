@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Callable
 
@@ -150,6 +152,44 @@ def _fmt(n: int) -> str:
     return f"{n / GB:.1f} GB" if n >= 10 * GB else f"{n / (1 << 20):.0f} MB"
 
 
+# --- starting launchers -------------------------------------------------------------------
+
+class _Spawner:
+    """Starts every launcher from one thread that lives as long as this process.
+
+    The launcher dies with its judge through ``PR_SET_PDEATHSIG``, which fires when the *thread*
+    that forked it ends, not the process: a check run from a short-lived thread (an executor's
+    worker, an agent's episode) would otherwise have its runner killed when that thread ends,
+    or, worse, make the parent-death signal a thing the judge has to keep in mind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue | None = None
+        self._pid = 0
+
+    def _loop(self, q: queue.SimpleQueue) -> None:
+        while True:
+            fn, fut = q.get()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # noqa: BLE001 - handed to the caller
+                    fut.set_exception(e)
+
+    def call(self, fn):
+        with self._lock:
+            if self._queue is None or self._pid != os.getpid():  # a forked child has no such thread
+                self._queue, self._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(target=self._loop, args=(self._queue,), daemon=True,
+                                 name="cuda-agent-spawner").start()
+            fut: Future = Future()
+            self._queue.put((fn, fut))
+        return fut.result()
+
+
+_spawner = _Spawner()
+
+
 # --- the runner process ---------------------------------------------------------------------
 
 def job_root(prefix: str = "cuda-agent-job-") -> Path:
@@ -184,12 +224,12 @@ class RunnerProcess:
         self._job_dir = str(job_file.resolve().parent)
         status_r, status_w = os.pipe()
         cmd = launcher_argv(self.plan, [*(wrap or []), sys.executable, "-m", "cuda_agent.sandbox.runner",
-                                        str(job_file)], status_w)
+                                        str(job_file)], status_w, parent_pid=os.getpid())  # dies with us (_Spawner)
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _spawner.call(lambda: subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=launcher_env({**self.plan.env, **(env or {})}), start_new_session=True, cwd=self._job_dir,
-                pass_fds=(status_w,))
+                pass_fds=(status_w,)))
         finally:
             os.close(status_w)
         self._status_r = status_r
@@ -211,6 +251,8 @@ class RunnerProcess:
         self.on_build: Callable[[dict], dict] | None = None
         """Answers the runner's build requests (single-file extensions; inline_build.serve)."""
         self.builds = 0
+        self._progress: tuple = ()
+        self._progress_at = time.monotonic()
         threading.Thread(target=self._drain, daemon=True, name="runner-stderr").start()
         threading.Thread(target=self._watch, daemon=True, name="runner-watchdog").start()
 
@@ -248,14 +290,19 @@ class RunnerProcess:
             mem, threads = mem + m, threads + t
             if p not in self._seen and not self._pidns:
                 self._seen[p] = _start_time(p)
-        mem += _dir_bytes(self._job_dir)
+        files = _dir_bytes(self._job_dir)
         if self.plan.shm and tree:
             try:
                 st = os.statvfs(f"/proc/{tree[0]}/root{self.plan.shm}")
-                mem += (st.f_blocks - st.f_bfree) * st.f_frsize
+                files += (st.f_blocks - st.f_bfree) * st.f_frsize
             except OSError:
                 pass
-        return n, threads, mem
+        # progress, as a hang cannot fake it cheaply: processes coming and going (compilers)
+        # or files being written (JIT caches, builds); a spinning loop changes neither
+        progress = (frozenset(tree), files)
+        if progress != self._progress:
+            self._progress, self._progress_at = progress, time.monotonic()
+        return n, threads, mem + files
 
     def _watch(self) -> None:
         lim = self.limits
@@ -282,8 +329,13 @@ class RunnerProcess:
             time.sleep(lim.poll_s)
 
     # -- protocol -------------------------------------------------------------------------
-    def request(self, cmd: dict, timeout: float) -> dict:
-        """Send one command, wait for its reply line; raise RunnerDied on timeout/crash/cap."""
+    def request(self, cmd: dict, timeout: float, stall: float | None = None, why: str = "") -> dict:
+        """Send one command, wait for its reply line; raise RunnerDied on timeout/crash/cap.
+
+        ``timeout`` caps the command; ``stall`` (seconds, optional) ends it earlier when the job
+        made no progress (no process started or ended, no file written) for that long: a hang
+        costs the task's own budget, while a first call that compiles (Triton, torch.compile,
+        nvrtc) keeps going up to ``timeout``.  ``why`` explains the stall budget in the verdict."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if self._fault is not None:
             raise self._died()
@@ -292,7 +344,8 @@ class RunnerProcess:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
         fd = self.proc.stdout.fileno()
@@ -300,12 +353,16 @@ class RunnerProcess:
             while b"\n" not in self._buf:
                 if self._fault is not None:
                     raise self._died()
-                left = deadline - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                stalled = stall is not None and now - max(start, self._progress_at) > stall
+                left = deadline - now
+                if left <= 0 or stalled:
                     self.kill()
                     tail = self.log_tail(1500).strip()
-                    raise RunnerDied("timeout", f"{cmd['cmd']} did not finish within {timeout:.0f} s "
-                                                f"(killed)" + (f"; last output:\n{tail}" if tail else ""))
+                    what = (f"(killed)" if not stalled else
+                            f"(killed as a hang: nothing progressed for {stall:.0f} s{'; ' + why if why else ''})")
+                    raise RunnerDied("timeout", f"{cmd['cmd']} did not finish within {now - start:.0f} s {what}"
+                                     + (f"; last output:\n{tail}" if tail else ""))
                 if not sel.select(timeout=min(left, 0.25)):
                     if self.proc.poll() is not None:  # exited, but something still holds stdout
                         raise self._died()
@@ -318,6 +375,7 @@ class RunnerProcess:
                     t0 = time.monotonic()
                     self._answer_build(req)
                     deadline += time.monotonic() - t0  # the judge's build time is not the candidate's
+                    self._progress_at = time.monotonic()  # nor is it a hang
         finally:
             sel.close()
         line, self._buf = self._buf.split(b"\n", 1)
@@ -470,12 +528,13 @@ def run_contained(argv: list[str], job_file: Path, timeout: float, env: dict[str
     limits = limits or Limits()
     plan = plan_for(job_file, limits)
     status_r, status_w = os.pipe()
-    cmd = launcher_argv(plan, argv, status_w)
+    cmd = launcher_argv(plan, argv, status_w, parent_pid=os.getpid())
     out = tempfile.TemporaryFile()
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=launcher_env({**plan.env, **(env or {})}), start_new_session=True,
-                                cwd=str(job_file.resolve().parent), pass_fds=(status_w,))
+        proc = _spawner.call(lambda: subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env=launcher_env({**plan.env, **(env or {})}), start_new_session=True,
+            cwd=str(job_file.resolve().parent), pass_fds=(status_w,)))
     finally:
         os.close(status_w)
     try:

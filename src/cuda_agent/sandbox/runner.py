@@ -303,7 +303,15 @@ class Runner:
 
     def time(self, cmd: dict) -> dict:
         try:
+            recipe = timing.Recipe(**cmd.get("recipe", {}))
+            if self.device == "cpu" and recipe.cpu_threads:
+                torch.set_num_threads(recipe.cpu_threads)
+            rng = random.Random(os.urandom(8))
             sets = [self.inputs(s) for s in cmd["seeds"]]
+            pool = None
+            if recipe.fresh_inputs:
+                pool = timing.InputPool(sets, self.device, timing.MAX_CALLS, rng)
+                sets = pool.sets
             model = self.model
             if cmd.get("compile"):
                 model = torch.compile(model)
@@ -341,11 +349,10 @@ class Runner:
                 spots.append((seed, [o.detach().to("cpu").clone() if isinstance(o, torch.Tensor) else o
                                      for o in flatten(out)]))
 
-            recipe = timing.Recipe(**cmd.get("recipe", {}))
             n_spot = int(cmd.get("spot_checks", 0))
             with torch.no_grad():
                 res = timing.measure(call, len(sets), self.device, recipe, spot=spot if n_spot else None,
-                                     n_spot=n_spot, rng=random.Random(os.urandom(8)))
+                                     n_spot=n_spot, rng=rng, refresh=pool.refresh if pool is not None else None)
             violations = (guard.violations() if guard is not None else []) + _patched()
             for v in violations:
                 if v.rule == "torch-op-in-forward":

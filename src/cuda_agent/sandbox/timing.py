@@ -8,6 +8,14 @@ event.  Samples are collected in rounds until the 95% confidence interval of the
 is within ``target`` of it (or a cap on samples / seconds).  The result is the median
 per-call time and the inter-quartile spread.  On the CPU the host clock replaces events.
 
+Nothing a cache can serve: the timed calls rotate over a pool of input sets (as many as one
+sample has calls, within a memory budget), and before every sample the sets it will use get
+values never seen before - each a drawn set times a random positive factor per element (a
+window at a random offset of a private random table) and per set - so a result remembered
+by address, shape or a checksum of sampled values is never valid for a timed call (the
+refill is untimed; integer inputs, indices, keep their values).  Candidate and baselines
+are timed the same way.
+
 Two cross-checks ride along: ``spot`` calls, placed at random sample slots inside the
 loop (untimed), let the caller check outputs produced *during* timing; and after the
 samples, a run of back-to-back calls ends with a device-wide synchronize and is timed
@@ -48,11 +56,19 @@ class Recipe:
     target: float = 0.0025
     budget_s: float = 15.0
     flush_l2: bool = True
+    fresh_inputs: bool = True
+    """New input values before every sample (``InputPool``); off, the sets keep their values."""
+    cpu_threads: int = 1
+    """Threads of torch's CPU ops while timing on the CPU (0: torch's default).  One: a thread
+    pool that waits for a descheduled thread makes times bimodal (0.3 ms or 75 ms) as soon as
+    anything else runs; a single thread is slowed only in proportion to the load."""
 
     def describe(self, device: str) -> str:
-        clock = "cuda-events" if device == "cuda" else "host-clock"
+        clock = "cuda-events" if device == "cuda" else \
+            f"host-clock, {self.cpu_threads or 'default'} thread{'s' if self.cpu_threads != 1 else ''}"
         return (f"{clock}; warmup {self.warmup_ms:g} ms; ~{self.sample_ms:g} ms samples of k calls over "
-                f"rotating input sets; {'L2 flushed before each sample; ' if self.flush_l2 and device == 'cuda' else ''}"
+                f"rotating input sets{' refilled with new values before each sample' if self.fresh_inputs else ''}; "
+                f"{'L2 flushed before each sample; ' if self.flush_l2 and device == 'cuda' else ''}"
                 f"median until 95% CI within {self.target:.2%} (n {self.min_samples}-{self.max_samples})")
 
 
@@ -76,13 +92,76 @@ def summarize(per_call_ms: list[float]) -> dict[str, float]:
     return {"median_ms": med, "spread": (q3 - q1) / med if med > 0 else 0.0, "n": n, "min_ms": xs[0]}
 
 
+MAX_CALLS = 1000
+"""Most calls in one sample (and sets in the pool)."""
+POOL_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
+"""Memory for the pool of timed input sets (beyond the drawn ones)."""
+ALIGN = 128
+"""Each pooled set starts at a multiple of this many elements (vectorised loads stay aligned)."""
+
+
+class InputPool:
+    """The input sets of the timing loop: the drawn ``bases`` and copies of them, up to
+    ``max_sets`` within ``POOL_BYTES``; ``refresh(indices)`` gives those sets new values.
+
+    Floating-point inputs that are contiguous live as rows of one buffer per argument, so a
+    refresh is a handful of operations however many sets it touches: row j becomes base
+    ``j mod len(bases)`` times a window, at a random offset, of a private random table (a
+    different positive factor per element, in [0.8, 1.25]) times a random factor per set.
+    The values keep their sign, zeros and rough scale (what the task's domain needs) but
+    were never seen before.  Other inputs (integers, non-contiguous views) keep their values."""
+
+    def __init__(self, bases: list[list], device: str, max_sets: int, rng: random.Random) -> None:
+        self.bases = bases
+        self.rng = rng
+        nb = max(1, sum(x.numel() * x.element_size() for x in bases[0] if isinstance(x, torch.Tensor)))
+        self.n = max(len(bases), min(max_sets, POOL_BYTES.get(device, POOL_BYTES["cpu"]) // nb))
+        self.sets: list[list] = [list(bases[j % len(bases)]) for j in range(self.n)]
+        self._stacks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]] = []
+        gen = torch.Generator(device=bases[0][0].device if bases[0] and isinstance(bases[0][0], torch.Tensor)
+                              else "cpu")
+        gen.manual_seed(rng.getrandbits(63))
+        for p, x in enumerate(bases[0]):
+            col = [b[p] for b in bases]
+            if not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.is_contiguous() and t.numel()
+                       and t.shape == x.shape and t.dtype == x.dtype and t.device == x.device for t in col):
+                continue
+            n = x.numel()
+            width = -(-n // ALIGN) * ALIGN
+            if x.device != gen.device:
+                continue
+            base = torch.stack([t.reshape(-1) for t in col])
+            buf = torch.empty((self.n, width), dtype=x.dtype, device=x.device)
+            buf[:, :n].copy_(base[torch.arange(self.n, device=x.device) % len(bases)])
+            table = torch.empty(2 * n, dtype=torch.float32, device=x.device).uniform_(0.8, 1.25, generator=gen)
+            for j in range(self.n):
+                self.sets[j][p] = buf[j, :n].view(x.shape)
+            self._stacks.append((buf, base, table.to(x.dtype), n))
+
+    def refresh(self, indices: list[int]) -> None:
+        if not self._stacks or not indices:
+            return
+        k = len(indices)
+        for buf, base, table, n in self._stacks:
+            dev = buf.device
+            rows = torch.tensor(indices, device=dev)
+            src = base.index_select(0, torch.tensor([j % base.shape[0] for j in indices], device=dev))
+            offs = torch.tensor([self.rng.randrange(n + 1) for _ in range(k)], device=dev)
+            src.mul_(table.unfold(0, n, 1).index_select(0, offs))
+            src.mul_(torch.tensor([self.rng.uniform(0.8, 1.25) for _ in range(k)], device=dev,
+                                  dtype=torch.float32).to(buf.dtype).view(-1, 1))
+            buf[:, :n].index_copy_(0, rows, src)
+
+
 def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe = Recipe(),
             spot: Callable[[int], Any] | None = None, n_spot: int = 0,
-            rng: random.Random | None = None) -> dict[str, Any]:
+            rng: random.Random | None = None, refresh: Callable[[list[int]], Any] | None = None) -> dict[str, Any]:
     """Time ``call(i)`` (i = input-set index).  Returns per-call sample times and the summary.
 
     ``spot(i)`` is called (untimed) before ``n_spot`` randomly chosen samples among the first
-    ``min_samples``, before later samples at the same rate, and once at the very end."""
+    ``min_samples``, before later samples at the same rate, and once at the very end.
+    ``refresh(indices)`` (untimed) gives the sets the next sample uses new values; with it a
+    sample has at most ``n_sets`` calls, so no timed call sees values an earlier one saw."""
     cuda = device == "cuda"
     sync = _sync if cuda else (lambda: None)
     i = 0
@@ -103,7 +182,13 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         i += 1
     sync()
     est_ms = max((_perf() - t1) * 1e3 / 3, 1e-4)
-    k = max(1, min(1000, int(round(recipe.sample_ms / est_ms))))
+    k = max(1, min(MAX_CALLS, int(round(recipe.sample_ms / est_ms))))
+    if refresh is not None:
+        k = min(k, n_sets)
+
+    def fresh() -> None:  # the sets of the next k calls get new values (untimed)
+        if refresh is not None:
+            refresh([(i + j) % n_sets for j in range(k)])
     flush = None
     if cuda and recipe.flush_l2:
         l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 50 << 20)
@@ -129,6 +214,7 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
             events = []
             for _ in range(recipe.round_size):
                 maybe_spot()
+                fresh()
                 if flush is not None:
                     flush.zero_()
                 s, e = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -143,6 +229,7 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         else:
             for _ in range(recipe.round_size):
                 maybe_spot()
+                fresh()
                 t = _perf()
                 for _ in range(k):
                     call(i % n_sets)
@@ -157,13 +244,27 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
     # wall-clock cross-check: back-to-back calls closed by a device-wide synchronize
     m = max(k, int(math.ceil(max(10 * recipe.sample_ms, 20.0) / max(summary["median_ms"], 1e-4))))
     m = min(m, 10_000)
-    sync()
-    t = _perf()
-    for _ in range(m):
-        call(i % n_sets)
-        i += 1
-    sync()
-    wall_ms = (_perf() - t) * 1e3 / m
+    # with fresh inputs, in runs of at most n_sets calls, each refilled first (untimed); at most
+    # 8 runs (a refill costs more than a run of fast calls: a cached solution's 10 000 calls
+    # would spend most of the command's time refilling)
+    run = m if refresh is None else n_sets
+    if refresh is not None:
+        m = min(m, max(k, 8 * n_sets))
+    wall = 0.0
+    done = 0
+    while done < m:
+        step = min(run, m - done)
+        if refresh is not None:
+            refresh([(i + j) % n_sets for j in range(step)])
+        sync()
+        t = _perf()
+        for _ in range(step):
+            call(i % n_sets)
+            i += 1
+        sync()
+        wall += _perf() - t
+        done += step
+    wall_ms = wall * 1e3 / m
     if spot:
         spot(i % n_sets)
     return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,

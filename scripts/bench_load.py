@@ -1,0 +1,219 @@
+"""The evaluator under load on one GPU (issue 18): throughput, verdicts under contention, hangs.
+
+    python scripts/bench_load.py OUT [--n 20] [--stages alone,contended,hang,judge]
+
+Candidates are bench_pool.py's mixed variants of examples/cuda_axpby (good, wrong, failing to
+build, attacking, faulting; each kernel salted so it really compiles).  Stages:
+
+  alone      the batch through the pool (local back-end, GPU 0): evaluations/min, mean GPU
+             utilisation, seconds per phase, every verdict
+  contended  the same solutions as 8 concurrent `cuda-agent check` processes on GPU 0 with one
+             busy process per CPU core beside them: verdicts compared with `alone`
+  hang       a kernel that spins forever: seconds to its verdict, then the good example at once
+             (must pass), and what is left on the GPU (nvidia-smi compute apps)
+  judge      the spinning kernel again, its `cuda-agent check` SIGKILLed mid-job: processes of
+             the job and GPU compute apps left 5 s later (must be none)
+
+Raw numbers go to OUT/load.json (and OUT/load.md); each stage appends as it finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_pool import CUDA, GpuSampler, kinds, machine, make_candidate, summarize_result  # noqa: E402
+
+TASK = CUDA["example"] / "task.py"
+HANG = ("float4 u = x[i], v = y[i];", "volatile int spin = 1; while (spin) { }\n    float4 u = x[i], v = y[i];")
+
+
+def verdict(row: dict) -> tuple:
+    return (row.get("compiled"), row.get("correct"), row.get("stage"), tuple(row.get("rules") or ()))
+
+
+def cli_check(sol: Path, extra_env: dict | None = None) -> tuple[dict, float]:
+    t = time.time()
+    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "check", str(TASK), str(sol), "--device", "cuda",
+                        "--json"], capture_output=True, text=True, env={**os.environ, **(extra_env or {})})
+    took = time.time() - t
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1]), took
+    except (json.JSONDecodeError, IndexError):
+        return {"error": f"cli exit {p.returncode}: {p.stderr[-400:]}"}, took
+
+
+def gpu_apps() -> list[str]:
+    p = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                       capture_output=True, text=True)
+    return [l.strip() for l in p.stdout.splitlines() if l.strip()]
+
+
+def gpu_util() -> str:
+    p = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader"],
+                       capture_output=True, text=True)
+    return p.stdout.strip()
+
+
+def stage_alone(args, cands, out: dict) -> None:
+    from cuda_agent.sandbox.check import CheckOptions
+    from cuda_agent.sandbox.pool import Pool
+    from cuda_agent.tasks import load_file
+
+    task = load_file(TASK)
+    sampler = GpuSampler()
+    t0 = time.time()
+    pool = Pool(Path(args.work) / "alone.sqlite", device="cuda", gpus=["0"])
+    try:
+        ids = [pool.submit(task, sol, CheckOptions(device="cuda"), tag=k, key=f"alone:{i}")
+               for i, (k, sol) in enumerate(cands)]
+        try:
+            pool.wait(ids, timeout=args.limit)
+        except TimeoutError:
+            print(f"alone: not all done within {args.limit:.0f} s", flush=True)
+        recs = pool.jobs(ids)
+    finally:
+        pool.close()
+    took = time.time() - t0
+    rows = [summarize_result(r.result.to_dict(), r.tag) if r.result is not None else {"kind": r.tag, "missing": True}
+            for r in recs]
+    done = [r for r in rows if not r.get("missing")]
+    phases: dict[str, float] = {}
+    for r in done:
+        for k, v in r["phases"].items():
+            phases[k] = phases.get(k, 0.0) + v
+    out["alone"] = {"n": len(done), "seconds": round(took, 1), "evals_per_min": round(60 * len(done) / took, 2),
+                    "gpu_util": sampler.stop(), "phase_mean_s": {k: round(v / max(len(done), 1), 3)
+                                                                 for k, v in phases.items()},
+                    "results": rows}
+
+
+def stage_contended(args, cands, out: dict) -> None:
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    sampler = GpuSampler()
+    t0 = time.time()
+    try:
+        with ThreadPoolExecutor(8) as ex:
+            got = list(ex.map(lambda c: cli_check(c[1], {"CUDA_VISIBLE_DEVICES": "0"}), cands))
+    finally:
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.wait()
+    took = time.time() - t0
+    rows = [summarize_result(r, k) | {"wall_s": round(s, 1)} for (r, s), (k, _) in zip(got, cands)]
+    alone = (out.get("alone") or {}).get("results") or []
+    diffs = [{"i": i, "kind": a["kind"], "alone": verdict(a), "contended": verdict(b)}
+             for i, (a, b) in enumerate(zip(alone, rows)) if not a.get("missing") and verdict(a) != verdict(b)]
+    out["contended"] = {"n": len(rows), "in_flight": 8, "cpu_hogs": len(hogs), "seconds": round(took, 1),
+                        "gpu_util": sampler.stop(),
+                        "compared": sum(1 for a in alone[:len(rows)] if not a.get("missing")),
+                        "verdict_changes": diffs, "results": rows}
+
+
+def stage_hang(args, hang: Path, out: dict) -> None:
+    r, took = cli_check(hang)
+    row = summarize_result(r, "hang")
+    after = {"apps": gpu_apps(), "gpu": gpu_util()}
+    ok, took_ok = cli_check(CUDA["example"] / "solution")
+    out["hang"] = {"seconds_to_verdict": round(took, 1), "verdict": row, "gpu_after": after,
+                   "next_job": {"correct": ok.get("correct"), "seconds": round(took_ok, 1), "error": ok.get("error")}}
+
+
+def stage_judge(args, hang: Path, out: dict) -> None:
+    judge = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli", "check", str(TASK), str(hang), "--device", "cuda",
+                              "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    from cuda_agent.sandbox.process import descendants
+
+    deadline = time.time() + 120
+    while time.time() < deadline and not any("sandbox.runner" in _cmd(p) for p in descendants(judge.pid)):
+        time.sleep(0.2)
+    time.sleep(8)  # into verification: the kernel spins
+    job = {p: _cmd(p) for p in descendants(judge.pid)}
+    apps_before = gpu_apps()
+    os.kill(judge.pid, signal.SIGKILL)
+    judge.wait()
+    time.sleep(5)
+    left = {p: c for p, c in job.items() if _alive(p)}
+    out["judge"] = {"job_processes": len(job), "gpu_apps_before_kill": apps_before, "left_after_5s": left,
+                    "gpu_apps_after": gpu_apps(), "gpu_after": gpu_util()}
+
+
+def _cmd(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def report(out: dict, dest: Path) -> None:
+    (dest / "load.json").write_text(json.dumps(out, indent=1))
+    lines = ["# The evaluator under load (scripts/bench_load.py)", "", f"machine: {out.get('machine')}", ""]
+    a, c, h, j = (out.get(k) for k in ("alone", "contended", "hang", "judge"))
+    if a:
+        lines += [f"- alone: {a['n']} checks in {a['seconds']} s = **{a['evals_per_min']} evaluations/min**, "
+                  f"GPU busy {a['gpu_util']} %, mean s/phase {a['phase_mean_s']}"]
+    if c:
+        lines += [f"- contended (8 in flight + {c['cpu_hogs']} CPU hogs): {c['n']} checks in {c['seconds']} s, "
+                  f"**{len(c['verdict_changes'])} verdict changes** of {c['compared']}"]
+    if h:
+        lines += [f"- hang: verdict `{h['verdict'].get('stage')}` after **{h['seconds_to_verdict']} s**; next job "
+                  f"correct={h['next_job']['correct']} ({h['next_job']['seconds']} s); GPU apps after: {h['gpu_after']}"]
+    if j:
+        lines += [f"- judge SIGKILLed mid-job: {len(j['left_after_5s'])} of {j['job_processes']} job processes left; "
+                  f"GPU apps after: {j['gpu_apps_after']}"]
+    (dest / "load.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--stages", default="alone,contended,hang,judge")
+    ap.add_argument("--work", default="/tmp/bench-load")
+    ap.add_argument("--limit", type=float, default=300.0, help="seconds the alone stage may take")
+    args = ap.parse_args()
+    dest = Path(args.out)
+    dest.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("CUDA_AGENT_CACHE", str(work / "cache"))
+    out: dict = json.loads((dest / "load.json").read_text()) if (dest / "load.json").exists() else {}
+    out["machine"] = machine()
+    cands = [(k, make_candidate(CUDA, k, work / "cands" / f"{i:03d}-{k}", f"load-{i}"))
+             for i, k in enumerate(kinds(args.n, 0))]
+    hang = work / "hang"
+    if not hang.exists():
+        make_candidate({**CUDA, "wrong": HANG}, "wrong", hang, "hang")
+    # warm: the shared objects and the baselines, once, outside every stage's time
+    w, took = cli_check(CUDA["example"] / "solution")
+    out["warm"] = {"seconds": round(took, 1), "correct": w.get("correct"), "t_eager_ms": w.get("t_eager_ms")}
+    for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
+        t = time.time()
+        {"alone": lambda: stage_alone(args, cands, out), "contended": lambda: stage_contended(args, cands, out),
+         "hang": lambda: stage_hang(args, hang, out), "judge": lambda: stage_judge(args, hang, out)}[stage]()
+        print(f"stage {stage}: {time.time() - t:.0f} s", flush=True)
+        report(out, dest)
+
+
+if __name__ == "__main__":
+    main()
