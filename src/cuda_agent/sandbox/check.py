@@ -615,11 +615,15 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                         f"the kernel must do the same work whether or not it is being timed", "", exploit_class=12))
                     break
             wall = rep.get("wall_ms")
-            if o.device == "cuda" and wall is not None and wall > 1.5 * rep["median_ms"] + 0.02:
+            # the wall clock is measured against what can explain it honestly: the GPU time the
+            # events see, or the host's own time to issue the calls (a busy CPU slows launches)
+            own = max(rep["median_ms"], rep.get("enqueue_ms") or 0.0)
+            if o.device == "cuda" and wall is not None and wall > 1.5 * own + 0.02:
                 out.append(Violation(
                     "hidden-work", f"back-to-back calls take {wall:.4g} ms each by the wall clock with a "
-                    f"device-wide synchronize, but {rep['median_ms']:.4g} ms by events on the current stream: work "
-                    f"runs outside the current stream (join other streams before returning)", "", exploit_class=10))
+                    f"device-wide synchronize, but {rep['median_ms']:.4g} ms by events on the current stream (and "
+                    f"{rep.get('enqueue_ms') or 0.0:.4g} ms to issue): work runs outside the current stream (join "
+                    f"other streams before returning)", "", exploit_class=10))
             if bound is not None and rep["median_ms"] < roofline.FLAG_FRACTION * bound:
                 out.append(Violation(
                     "faster-than-roofline", f"{rep['median_ms']:.4g} ms per call is under half the time needed just "

@@ -250,7 +250,7 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
     run = m if refresh is None else n_sets
     if refresh is not None:
         m = min(m, max(k, 8 * n_sets))
-    wall = 0.0
+    wall = enqueue = 0.0
     done = 0
     while done < m:
         step = min(run, m - done)
@@ -261,6 +261,7 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         for _ in range(step):
             call(i % n_sets)
             i += 1
+        enqueue += _perf() - t  # the host's own time to issue the calls (slow on a busy CPU)
         sync()
         wall += _perf() - t
         done += step
@@ -268,4 +269,5 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
     if spot:
         spot(i % n_sets)
     return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,
+            "enqueue_ms": enqueue * 1e3 / m,
             "method": recipe.describe(device)}
