@@ -144,7 +144,7 @@ def test_table_of_the_recorded_runs(l3_8):
     want = RECORDED_TABLE_L3_8.replace("  -           long_scoreboard 14.8", "  mem 26%     long_scoreboard 14.8")
     assert t.startswith(want + "\n"), t
     assert "hint channel_stats: neither memory (26%) nor compute (44%) is busy: latency-bound" in t
-    assert len(t) / 3 < 1500
+    assert len(t) / 2 < 1500
     one = ncu.table(NcuReport(kernels=ncu.profiles(_csv("l1_12"), _sources("l1_12_diag_matmul"), H200)),
                     forward_ms=0.0368)
     assert one.splitlines()[0] == ("ncu: 1 kernel launch(es) in one forward (first input set), 32.0 us on the GPU "
@@ -183,11 +183,13 @@ def _many_kernels(ncu_text: str, n: int) -> str:
 
 def test_profile_output_stays_within_1500_tokens():
     """The agent reads `cuda-agent profile --ncu` as tool output: the table stays under 1,500 tokens
-    (counted as characters / 3, an over-estimate for this text) whatever the number of kernels."""
+    whatever the number of kernels.  No tokenizer here: counted as characters / 2, since for this
+    text characters / 3 is not a safe bound (the recorded L1/12 output: 1,396 characters, 460
+    GPT-style pre-tokens, each at least one token; docs/benchmarks/gputools-h200.md)."""
     for n in (1, 12, 64):
         rep = NcuReport(kernels=ncu.profiles(_many_kernels(_csv("l3_8"), n), "fused_conv_bn_relu_variant_3", H200))
         t = ncu.table(rep, forward_ms=1.2)
-        assert len(t) / 3 < 1500, (n, len(t))
+        assert len(t) / 2 < 1500, (n, len(t))
         assert f"{n} kernel launch(es)" in t
     assert "more kernel(s)" in t
 
