@@ -344,3 +344,21 @@ def test_check_sanitize_on_cpu_is_a_usage_error(example_task, example_dir):
     r = CliRunner().invoke(main, ["check", str(example_dir / "task.py"), str(example_dir / "solution"),
                                   "--device", "cpu", "--sanitize"])
     assert r.exit_code == 2 and "--sanitize is GPU-only" in r.output
+
+
+def test_skill_md_shows_recorded_output():
+    """The worked example of SKILL.md's performance block and the README's excerpt are lines of
+    the `profile --ncu` output recorded on the H200, in order; the sanitizer line is recorded too."""
+    from cuda_agent.sandbox.workspace import skill_text
+
+    raw = ROOT / "docs" / "benchmarks" / "raw" / "gputools-h200"
+    rec = (raw / "profile-ncu-l1_12.txt").read_text().splitlines()
+    text = skill_text("cuda")
+    block = text[text.index("$ cuda-agent profile --ncu"):].split("```")[0].splitlines()[1:]
+    shown = [ln for ln in block if ln != "..."]
+    assert len(shown) >= 6 and [rec.index(ln) for ln in shown] == sorted(rec.index(ln) for ln in shown)
+    finding = next(ln for ln in text.splitlines() if ln.startswith("`Invalid __global__ read"))
+    assert finding.rstrip(".").strip("`") in (raw / "sanitize-planted-oob.txt").read_text()
+    readme = (ROOT / "README.md").read_text()
+    excerpt = readme[readme.index("```text\nroofline  76%") + 8:].split("```")[0].splitlines()
+    assert excerpt and all(ln in rec for ln in excerpt)
