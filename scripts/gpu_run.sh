@@ -77,7 +77,7 @@ if [ "$stage" = serve ]; then
 fi
 if [ "$stage" = gputools ]; then
   # issue 17: ncu and compute-sanitizer through check() (planted out-of-bounds read and race, the
-  # three case studies), then the agent's view: `cuda-agent profile --ncu` in an L1/12 workspace. Samples and the raw tool logs (to replace the hand-written test fixtures) go to OUT.
+  # three case studies), then the agent's view: `cuda-agent profile --ncu` in an L1/12 workspace. Samples and the raw tool logs (the source of tests/fixtures/gputools) go to OUT.
   G="$OUT/gputools"; mkdir -p "$G"
   export CUDA_AGENT_CACHE=/tmp/ca-gputools-cache CUDA_AGENT_TEST_KEEP_CACHE=1 CUDA_AGENT_GPUTOOLS_OUT="$G"
   export CUDA_AGENT_KEEP_TOOL_LOGS="$G/raw"

@@ -95,4 +95,4 @@ def test_case_studies_profile_with_ncu_and_pass_memcheck(ref, sol):
     k = max(mine, key=lambda k: k.duration_us or 0)
     assert k.duration_us and k.duration_us > 0 and k.registers and k.dram_pct is not None and k.sm_pct is not None
     assert k.occupancy_pct is not None and k.stalls, k
-    assert len(ncu.table(r.ncu)) / 3 < 1500
+    assert len(ncu.table(r.ncu)) / 2 < 1500  # tokens as characters / 2, a generous count for this text
