@@ -55,6 +55,8 @@ def options_from_dict(d: dict[str, Any]) -> CheckOptions:
         if "conceal" in lim:
             lim["conceal"] = tuple(lim["conceal"])
         kw["limits"] = Limits(**lim)
+    if isinstance(kw.get("sanitize"), list):  # JSON has no tuples
+        kw["sanitize"] = tuple(kw["sanitize"])
     return CheckOptions(**kw)
 
 
