@@ -4,6 +4,7 @@ whether its process was spawned or forked by the fork server."""
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -22,7 +23,8 @@ CFG = FilterConfig(device="cpu", compile=False, timeout_s=30, band_ms=(0.0, 1e6)
 ESCAPE = '''
 import errno, os, socket, tempfile
 
-for target in ({outside!r}, os.path.join(os.path.expanduser("~"), "cuda_agent_synth_escape")):
+# the host's home (the task's own "~" is a private one in its job directory)
+for target in ({outside!r}, os.path.join({home!r}, "cuda_agent_synth_escape")):
     try:
         with open(target, "w") as f:
             f.write("escaped")
@@ -54,7 +56,8 @@ def listener():
 
 
 def _escape_task(tmp_path, port: int) -> str:
-    return ESCAPE.format(outside=str(tmp_path / "escaped.txt"), port=port) + task("return torch.relu(self.linear(x))")
+    return ESCAPE.format(outside=str(tmp_path / "escaped.txt"), home=os.path.expanduser("~"), port=port) + \
+        task("return torch.relu(self.linear(x))")
 
 
 def _assert_contained(v, tmp_path, listener) -> None:

@@ -335,6 +335,10 @@ def plan_for(job_file: str | Path, limits: Limits) -> Plan:
     sol_dir = job.get("solution_dir") or (str(Path(job["solution_file"]).parent) if job.get("solution_file") else None)
     if sol_dir and not _under(Path(sol_dir).resolve(), job_dir):
         expose.append([str(Path(sol_dir).resolve()), "ro"])
+    for extra in job.get("expose_ro", []):  # e.g. the directory of synth's device timing locks
+        p = Path(extra).resolve()
+        if p.exists() and not _under(p, job_dir) and not any(_under(p, Path(e[0])) for e in expose):
+            expose.append([str(p), "ro"])
     for key in ("extension", "task_file", "weights_file", "solution_file"):
         if job.get(key) and Path(job[key]).exists():
             p = Path(job[key]).resolve()

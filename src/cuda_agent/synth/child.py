@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox.isolation import Limits, launcher_argv, launcher_env, plan_for
+from ..sandbox.process import job_root
 from .evaluate import FilterConfig
 
 
@@ -42,12 +43,22 @@ class Contained:
         shutil.rmtree(self.job_dir, ignore_errors=True)
 
 
-def contain(argv: list[str], env: dict[str, str] | None = None, limits: Limits | None = None) -> Contained:
+def contain(argv: list[str], env: dict[str, str] | None = None, limits: Limits | None = None,
+            expose: tuple[str, ...] = ()) -> Contained:
     """``argv`` as a check's runner is run: the plan the sandbox makes for a job in a fresh
-    directory (nothing but the directory: no solution, no task files to expose)."""
-    job_dir = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
+    directory (nothing but the directory and, read-only, ``expose``: no solution, no task files)."""
+    job_dir = job_root("cuda-agent-synth-")  # where a check's job goes: it gets a private /tmp there
+    (job_dir / "job.json").write_text(json.dumps({"expose_ro": list(expose)}))
     plan = plan_for(job_dir / "job.json", limits or Limits())
-    return Contained(launcher_argv(plan, argv), launcher_env(env), job_dir, plan.describe(), plan.warnings)
+    # the job's own home, tool caches (inductor's above all) and TMPDIR, as a check's runner has them
+    return Contained(launcher_argv(plan, argv), launcher_env({**plan.env, **(env or {})}), job_dir, plan.describe(),
+                     plan.warnings)
+
+
+def lock_dirs(cfg: FilterConfig) -> tuple[str, ...]:
+    """What a contained evaluation must see of the host: the directory of the timing locks (it
+    opens its device's lock, made by the parent, read-only)."""
+    return (str(Path(cfg.timing_lock).resolve().parent),) if cfg.timing_lock else ()
 
 
 def config(cfg_dict: dict[str, Any]) -> FilterConfig:

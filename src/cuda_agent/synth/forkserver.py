@@ -37,7 +37,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..sandbox.process import descendants
-from .child import config, contain, quiet_stdio, serve_loop
+from .child import config, contain, lock_dirs, quiet_stdio, serve_loop
 from .evaluate import FilterConfig
 
 STARTUP_TIMEOUT_S = 300.0
@@ -195,7 +195,8 @@ class ForkServer:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._ctrl = mine
         arg = json.dumps({"fd": theirs.fileno(), "cfg": asdict(cfg)})
-        self.box = contain([sys.executable, "-c", "from cuda_agent.synth.forkserver import main; main()", arg], env)
+        self.box = contain([sys.executable, "-c", "from cuda_agent.synth.forkserver import main; main()", arg], env,
+                           expose=lock_dirs(cfg))
         log = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             self._proc = subprocess.Popen(

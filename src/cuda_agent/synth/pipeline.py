@@ -120,7 +120,10 @@ def run_synth(n: int, out_dir: str | Path, *, composer: str = "programmatic", de
                        timeout_s=timeout_s or (120.0 if dev.startswith("cuda") else 60.0),
                        compile_timeout_s=compile_timeout_s or (300.0 if dev.startswith("cuda") else 240.0),
                        threads=1 if ngpu else max(1, (os.cpu_count() or 2) // n_workers),
-                       timing_lock=str(out / ".timing.lock") if ngpu and n_workers > ngpu else None)
+                       # in a directory of their own: it is exposed (read-only) to the contained evaluations
+                       timing_lock=str(out / ".locks" / "timing.lock") if ngpu and n_workers > ngpu else None)
+    if cfg.timing_lock:
+        Path(cfg.timing_lock).parent.mkdir(parents=True, exist_ok=True)
     log_path = out / "eval.log"
     # The fork server imports torch and warms up torch.compile while this process loads the
     # KernelBench index and the seed library.

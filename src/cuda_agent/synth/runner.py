@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .child import contain
+from .child import contain, lock_dirs
 from .evaluate import FilterConfig, Verdict, reject, timing_lock_file
 from .forkserver import ForkServer, ForkServerError
 
@@ -38,7 +38,7 @@ class _Spawned:
 
     def __init__(self, cfg: FilterConfig, env: dict[str, str], log_path: str | None):
         self.box = contain([sys.executable, "-c", "from cuda_agent.synth.child import main; main()",
-                            json.dumps(cfg.to_dict())], env)
+                            json.dumps(cfg.to_dict())], env, expose=lock_dirs(cfg))
         log = _log(log_path)
         try:
             self.proc = subprocess.Popen(self.box.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
