@@ -155,11 +155,25 @@ def _wait(pool, ids: list[int], quiet: bool) -> None:
     with Progress(TextColumn("[bold]pool"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
         t = bar.add_task("", total=len(ids))
+        shown: set[int] = set()
 
         def show(c: dict[str, int]) -> None:
             bar.update(t, completed=c["done"], description=(
                 f"queued {c['queued']}  building {c['building']}  ready {c['ready']}  running {c['running']}"))
+            if c["done"] > len(shown):  # a line per finished job: its verdict and where its seconds went
+                for jid, r in sorted(pool.results(ids).items()):
+                    if jid not in shown:
+                        shown.add(jid)
+                        bar.console.print(job_line(jid, r), markup=False, highlight=False, soft_wrap=True)
         pool.wait(ids, on_progress=show)
+
+
+def job_line(job_id: int, r) -> str:
+    """``job 3  L1/12 (cuda): correct, reward 2  14.9 s (build 0.1, verify 2.0, timing 7.0, ...)``."""
+    verdict = ("correct" if r.correct else "NOT correct" if r.compiled else "build failed") + \
+        (f", reward {r.reward:g}" if r.reward is not None else "")
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in r.phases.items())
+    return f"job {job_id}  {r.task_id} ({r.device}): {verdict}  {r.seconds:.1f} s" + (f" ({stages})" if stages else "")
 
 
 def _summary(records, wall: float, aud, replaced: int, rejected: list, slots: list[str]) -> dict:
