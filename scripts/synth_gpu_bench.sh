@@ -28,7 +28,7 @@ mkdir -p "$OUT" "$DATA"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}"
 if [ -z "${CUDA_AGENT_KERNELBENCH:-}" ]; then
-  for kb in "$PWD/.devdata/kernelbench.jsonl" /work/shared/kernelbench/kernelbench.jsonl; do
+  for kb in "$PWD/.devdata/kernelbench.jsonl" "$PWD/../shared/kernelbench/kernelbench.jsonl"; do
     [ -f "$kb" ] && export CUDA_AGENT_KERNELBENCH="$kb" && break
   done
 fi
