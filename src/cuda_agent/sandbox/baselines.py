@@ -162,8 +162,6 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
                     out["error"] = f"{kind[0]} baseline failed: {rep['error']}"
                     return out
                 reps.append(rep)
-                if rep.get("cpu_load"):  # the measurement's own view: a probe before and after can miss load
-                    cond = worse(cond, {"cpu": rep["cpu_load"]})
                 tight = [r for r in reps if r["spread"] <= MAX_SPREAD]
                 tight.sort(key=lambda r: r["median_ms"])
                 pair = next(((a, b) for a, b in zip(tight, tight[1:])

@@ -112,10 +112,6 @@ def _flatten(out) -> list:
     return [] if out is None else [out]
 
 
-def _inputs(mod, seed: int, device: str) -> list:
-    return inputs.draw(mod, seed, device)
-
-
 def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
     """(solution_dir, model_new.py, kernels dir or None)."""
     p = Path(solution)
@@ -402,7 +398,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         job = {"device": o.device, "task_file": str(task_file), "solution_file": str(sol_file.resolve()),
                "solution_dir": str(sol_dir.resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
                "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew",
-               "weights": "seeded", "inputs_on_cpu": kb,
+               "inputs_on_cpu": kb,
                "gpu_mem_fraction": getattr(o.limits, "gpu_memory_fraction", None)}
         (job_dir / "job.json").write_text(json.dumps(job))
         env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -664,8 +660,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
                             rep["min_ms"], wall_ms=rep.get("wall_ms"))
         res.timing.roofline_ms = bound
         res.t_gen_ms = rep["median_ms"]
-        res.roofline = roofline.forward_roofline(ref.model, _inputs(ref.mod, tseeds[0], o.device), rep["median_ms"],
-                                                 o.device)
+        res.roofline = roofline.forward_roofline(ref.model, inputs.draw(ref.mod, tseeds[0], o.device),
+                                                 rep["median_ms"], o.device)
         res.violations += _changed_files(watched)
         lap("timing")
         if res.violations:

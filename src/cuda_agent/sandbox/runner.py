@@ -6,7 +6,8 @@ to stderr.  It never sees reference outputs and holds no comparator: it generate
 from the seeds it is told (the judge generates the same ones), runs ``forward``, and saves
 outputs as plain tensors that the judge reads with ``torch.load(weights_only=True)``.
 
-Commands: ``load`` (import task + solution, build the model, load the reference weights),
+Commands: ``load`` (import task + solution, build the model after the reference's seed),
+``copy_weights`` (strict's fallback: the reference's weights by name),
 ``run`` (one forward per seed, under the strict guard when asked, with uninitialised memory
 NaN-poisoned; ``inputs_file`` swaps in a task variant of other sizes), ``time`` (timing
 recipe, with guarded output spot checks at random points inside the loop and a
@@ -179,11 +180,6 @@ class Runner:
                         "error": f"{cls_name}(*get_init_inputs()) failed: {e} (the constructor must take the "
                                  f"same arguments as Model)"}
             model = model.to(self.device)
-            if job.get("weights_file") and job.get("weights", "copy") == "copy":
-                stage = "weights"
-                copied = self._copy_weights(model, strict=True)
-                if isinstance(copied, str):
-                    return {"ok": False, "stage": "weights", "error": copied}
             if job.get("compile"):
                 model = torch.compile(model)
             self.model = model
@@ -192,39 +188,17 @@ class Runner:
         except BaseException as e:  # noqa: BLE001 - any failure of untrusted code is a verdict
             return {"ok": False, "stage": stage, "error": _short_tb(e, self.files), **inline_hook.report()}
 
-    def _copy_weights(self, model, strict: bool) -> str | list[str]:
-        """Load the reference's parameters and buffers into ``model`` by name: all of them
-        (``strict``: names and shapes must match, else the error text), or those whose name and
-        shape match (the names copied)."""
-        sd = torch.load(self.job["weights_file"], map_location=self.device, weights_only=True)
-        mine = model.state_dict()
-        same = [k for k in sd if k in mine and tuple(sd[k].shape) == tuple(mine[k].shape)]
-        if strict:
-            missing = [k for k in sd if k not in mine]
-            extra = [k for k in mine if k not in sd]
-            shape = [f"{k}: reference {tuple(sd[k].shape)} vs yours {tuple(mine[k].shape)}"
-                     for k in sd if k in mine and tuple(sd[k].shape) != tuple(mine[k].shape)]
-            if missing or extra or shape:
-                parts = []
-                if missing:
-                    parts.append(f"missing in ModelNew: {', '.join(missing[:8])}")
-                if extra:
-                    parts.append(f"not in the reference: {', '.join(extra[:8])}")
-                if shape:
-                    parts.append("shape differs: " + "; ".join(shape[:8]))
-                return ("the reference's weights cannot be loaded into ModelNew: " + " | ".join(parts) +
-                        " (parameters and buffers must have the reference's names and shapes)")
-            model.load_state_dict(sd)
-            return same
-        changed = [k for k in same if not torch.equal(mine[k], sd[k].to(mine[k].dtype))]
-        if changed:
-            model.load_state_dict({k: sd[k] for k in changed}, strict=False)
-        return changed
-
     def copy_weights(self, cmd: dict) -> dict:
-        """The fallback after a seeded ModelNew failed: the reference's weights by name."""
+        """The fallback after a seeded ModelNew failed: the reference's parameters and buffers
+        whose name and shape match, where they differ (the names copied)."""
         try:
-            return {"ok": True, "copied": self._copy_weights(self.model, strict=False)}
+            sd = torch.load(self.job["weights_file"], map_location=self.device, weights_only=True)
+            mine = self.model.state_dict()
+            changed = [k for k in sd if k in mine and tuple(sd[k].shape) == tuple(mine[k].shape)
+                       and not torch.equal(mine[k], sd[k].to(mine[k].dtype))]
+            if changed:
+                self.model.load_state_dict({k: sd[k] for k in changed}, strict=False)
+            return {"ok": True, "copied": changed}
         except BaseException as e:  # noqa: BLE001
             return {"ok": False, "stage": "weights", "error": _short_tb(e, self.files)}
 

@@ -38,7 +38,6 @@ from typing import Any, Callable
 import torch
 
 _perf = time.perf_counter
-_cpu = time.thread_time
 _Event = torch.cuda.Event
 _elapsed = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
@@ -210,7 +209,6 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         n_started += 1
 
     deadline = _perf() + recipe.budget_s
-    wall_s = cpu_s = 0.0  # CPU: how much of a core the timed calls got (others' load stretches wall time)
     while True:
         if cuda:
             events = []
@@ -232,13 +230,11 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
             for _ in range(recipe.round_size):
                 maybe_spot()
                 fresh()
-                t, c = _perf(), _cpu()
+                t = _perf()
                 for _ in range(k):
                     call(i % n_sets)
                     i += 1
                 samples.append((_perf() - t) * 1e3 / k)
-                wall_s += _perf() - t
-                cpu_s += _cpu() - c
         n = len(samples)
         if n >= recipe.max_samples or _perf() > deadline:
             break
@@ -274,5 +270,4 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
         spot(i % n_sets)
     return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,
             "enqueue_ms": enqueue * 1e3 / m,
-            "cpu_load": round(wall_s / cpu_s, 3) if cpu_s > 0 else None,
             "method": recipe.describe(device)}
