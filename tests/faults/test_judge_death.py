@@ -117,6 +117,26 @@ def test_sigkill_of_the_judge_without_a_pid_namespace(tmp_path):
     _kill_judge_mid_job([sys.executable, "-c", JUDGE_WITHOUT_PIDNS, str(TASK), "SOLUTION"], tmp_path)
 
 
+
+JUDGE_WITH_SPARES = textwrap.dedent('''\
+    import sys
+    from pathlib import Path
+    from cuda_agent.sandbox.check import CheckOptions, check
+    from cuda_agent.sandbox.process import spares
+    from cuda_agent.tasks import load_file
+    spares.enable()  # as a pool slot: every check starts the next one's runner
+    o = CheckOptions(device="cpu", timing=False, baselines=False, n_sets=1)
+    bad = Path(sys.argv[2]).with_name("bad.py")
+    bad.write_text("import torch\\nclass ModelNew(torch.nn.Module):\\n    def __init__(self, f):\\n        raise ValueError()\\n")
+    check(load_file(sys.argv[1]), bad, o)  # leaves a spare waiting, which runs the spinner
+    spares.settle()
+    check(load_file(sys.argv[1]), sys.argv[2], o)  # and another spare is waiting meanwhile
+''')
+
+
+def test_sigkill_of_a_judge_with_spare_runners(tmp_path):
+    _kill_judge_mid_job([sys.executable, "-c", JUDGE_WITH_SPARES, str(TASK), "SOLUTION"], tmp_path)
+
 @pytest.mark.skipif("pid" not in probe().namespaces, reason="no PID namespace on this platform")
 def test_a_runner_started_from_a_thread_that_ended_keeps_working(tmp_path):
     from cuda_agent.sandbox.isolation import Limits

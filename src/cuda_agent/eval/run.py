@@ -188,17 +188,22 @@ def _concealing(copts, out: Path):
 
 def _run_here(pending: list[Planned], out: Path, o: EvalOptions, finish: Callable[[Planned], None]) -> None:
     from ..sandbox.check import check
+    from ..sandbox.process import spares
 
     copts = _concealing(o.check_options(), out)
-    for p in pending:
-        if o.on_stage is not None:
-            copts.progress = partial(o.on_stage, label(p.task))
-        for c in p.candidates:
-            try:
-                p.results.append(_checked(p, c, check(p.task, c.path, copts)))
-            except Exception as e:  # check() never raises by contract; a row is kept if it does
-                p.results.append(_failed(p, c, f"the check broke: {type(e).__name__}: {e}"))
-        finish(p)
+    spares.enable(sum(len(p.candidates) for p in pending) > 1)  # each check finds its runner started
+    try:
+        for p in pending:
+            if o.on_stage is not None:
+                copts.progress = partial(o.on_stage, label(p.task))
+            for c in p.candidates:
+                try:
+                    p.results.append(_checked(p, c, check(p.task, c.path, copts)))
+                except Exception as e:  # check() never raises by contract; a row is kept if it does
+                    p.results.append(_failed(p, c, f"the check broke: {type(e).__name__}: {e}"))
+            finish(p)
+    finally:
+        spares.enable(False)
 
 
 def _run_pool(pending: list[Planned], out: Path, o: EvalOptions, finish: Callable[[Planned], None]) -> None:

@@ -31,7 +31,7 @@ from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import label
-from .process import RunnerDied, RunnerProcess, job_root
+from .process import RunnerDied, RunnerProcess, job_root, spares
 from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
 from .variants import size_variants
@@ -380,7 +380,14 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         return
 
     # 2. verify
-    job_dir = job_root()
+    env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
+    spare = spares.take(o.device, env, o.limits)
+    run_dir = spare.place(sol_dir) if spare is not None else None
+    if spare is not None and run_dir is None:  # out of its sight and too large to copy
+        spare.discard()
+        spare = None
+    job_dir = spare.job_dir if spare is not None else job_root()
+    run_file = (run_dir / sol_file.relative_to(sol_dir)) if run_dir is not None else sol_file
     runner = None
     tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
     try:
@@ -395,13 +402,12 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         # the reference, the reference's weights copied by name only if the seeded one fails
         kb = o.rules == "kernelbench"
         init_seed = KERNELBENCH_SEED if kb else (secrets.randbits(31) if o.seed is None else o.seed)
-        job = {"device": o.device, "task_file": str(task_file), "solution_file": str(sol_file.resolve()),
-               "solution_dir": str(sol_dir.resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
+        job = {"device": o.device, "task_file": str(task_file), "solution_file": str(run_file.resolve()),
+               "solution_dir": str((run_dir or sol_dir).resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
                "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew",
                "inputs_on_cpu": kb,
                "gpu_mem_fraction": getattr(o.limits, "gpu_memory_fraction", None)}
         (job_dir / "job.json").write_text(json.dumps(job))
-        env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -409,7 +415,11 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         torch.save(ref.model.state_dict(), job_dir / "weights.pt")
         watched = _digest_files(_package_files() + [task_file, job_dir / "weights.pt", job_dir / "job.json"]
                                 + ([ext] if ext else []))
-        runner = RunnerProcess(job_dir / "job.json", env=env, **({"limits": o.limits} if o.limits is not None else {}))
+        if spare is not None:  # started before this check: torch and the evaluator already loaded
+            runner = spare.start()
+        else:
+            runner = RunnerProcess(job_dir / "job.json", env=env,
+                                   **({"limits": o.limits} if o.limits is not None else {}))
         runner.on_build = lambda req: inline_build.serve(req, o.device, job_dir, o.build_timeout)
         res.isolation = getattr(runner, "isolation", "")
         res.warnings += list(getattr(runner, "warnings", []))
@@ -588,6 +598,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         # 3. time
         if not o.timing:
             return
+        spares.settle()  # the next check's runner, still importing torch, must not run beside the clocks
         n_rot = rotation_sets(set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(n_rot)]
         under = baselines.conditions(o.device)  # how busy the machine is around the candidate's timing
@@ -669,6 +680,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             res.error = _explain(res.violations)
             return
     finally:
+        if runner is None and spare is not None:  # failed before the runner was needed
+            spare.runner.close()
         if runner is not None:
             runner.close()
             # provided files changed while the candidate ran (hashed before, compared after)
@@ -682,6 +695,8 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             _gpu_tools(o, job_dir, tool_seed, sol_file, kdir, env, res)
             lap("tools")
         shutil.rmtree(job_dir, ignore_errors=True)
+        if spare is not None:
+            spare.remove_dirs()
         lap("close")
 
     if o.baselines:

@@ -12,11 +12,13 @@ the process tree is walked).  Nothing from the child is unpickled.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
 import queue
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -386,6 +388,16 @@ class RunnerProcess:
             raise RunnerDied("crash", "the runner's reply was corrupted (something wrote to its protocol "
                                       "channel)") from None
 
+    def send(self, cmd: dict) -> None:
+        """Send a command that has no reply (a spare's ``start``); a dead runner is reported by
+        the next ``request``."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
     def _build_request(self) -> dict | None:
         """The first buffered line if it is a build request (``{"build": {...}}``, sent by the
         runner's load_inline hook while it imports the solution), taken off the buffer."""
@@ -517,6 +529,159 @@ class RunnerProcess:
         except OSError:
             pass
         self._status_r = -1
+
+
+
+# --- spare runners ---------------------------------------------------------------------------
+
+SPARE_COPY_FILES = 256
+SPARE_COPY_BYTES = 64 << 20
+
+
+def _small_tree(d: Path) -> bool:
+    n = size = 0
+    for f in d.rglob("*"):
+        n += 1
+        if n > SPARE_COPY_FILES:
+            return False
+        if f.is_file():
+            size += f.stat().st_size
+            if size > SPARE_COPY_BYTES:
+                return False
+    return True
+
+
+class Spare:
+    """A runner started before its job (``Spares``): isolated, interpreter and torch loaded,
+    waiting for ``start``.  Its job directory is its own and the sibling ``stage`` directory is
+    exposed to it read-only, empty until a job needs to hand it files the runner cannot see
+    (a solution under a hidden path or the judge's /tmp).  Used by one job, then closed."""
+
+    def __init__(self, device: str, env: dict[str, str], limits: Limits | None) -> None:
+        self.job_dir = job_root()
+        self.stage = self.job_dir.with_name(self.job_dir.name + ".solution")
+        self.stage.mkdir(mode=0o755)
+        # not job.json: the job written there later must not be what the runner reads at start
+        (self.job_dir / "spare.json").write_text(json.dumps({
+            "spare": True, "device": device, "expose_ro": [str(self.stage)],
+            "job_file": str(self.job_dir / "job.json")}))
+        self.runner = RunnerProcess(self.job_dir / "spare.json", env=env,
+                                    **({"limits": limits} if limits is not None else {}))
+        self.ready = False
+
+    def alive(self) -> bool:
+        return self.runner.proc.poll() is None and self.runner._fault is None
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until the spare has warmed up (it answers ``ping`` only then); False if it died
+        or did not finish in ``timeout`` s (the caller discards it)."""
+        if not self.ready:
+            try:
+                self.ready = bool(self.runner.request({"cmd": "ping"}, timeout).get("ok"))
+            except RunnerDied:
+                return False
+        return self.ready
+
+    def sees(self, path: Path) -> bool:
+        """Whether ``path`` is visible (read-only) inside this runner's sandbox as it is."""
+        plan, path = self.runner.plan, Path(path).resolve()
+        if "mnt" not in plan.namespaces:
+            return True
+        hidden = [Path(h) for h in plan.hide + plan.mask] + ([Path("/tmp").resolve()] if plan.private_tmp else [])
+        return not any(path == h or h in path.parents for h in hidden)
+
+    def place(self, sol_dir: Path) -> Path | None:
+        """Where the runner finds ``sol_dir``: as it is, or copied into ``stage``; None when it
+        can do neither (a large tree out of its sight: the caller starts a fresh runner)."""
+        if self.sees(sol_dir):
+            return sol_dir
+        try:
+            if not _small_tree(sol_dir):
+                return None
+            shutil.copytree(sol_dir, self.stage, dirs_exist_ok=True, symlinks=True)
+        except OSError:
+            return None
+        return self.stage
+
+    def start(self) -> RunnerProcess:
+        """Hand the job (``job_dir/job.json``, written by the caller) to the runner."""
+        self.runner.send({"cmd": "start"})
+        return self.runner
+
+    def discard(self) -> None:
+        self.runner.close()
+        self.remove_dirs()
+
+    def remove_dirs(self) -> None:
+        shutil.rmtree(self.job_dir, ignore_errors=True)
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+class Spares:
+    """One spare runner per (device, limits, environment), started right after the previous one
+    was taken, so that the next check finds its runner's interpreter, torch and the evaluator
+    already loaded (3-5 s of every check on the H200).  Off unless a long-lived judge turns it on
+    (a pool slot, an evaluation run): a one-shot ``check`` would start a spare for nothing.
+
+    Isolation is unchanged: a spare is a fresh sandboxed process used by exactly one job; it
+    only started earlier.  It does not touch the GPU before its job starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._on = False
+        self._waiting: dict[str, Spare] = {}
+        self._pid = os.getpid()
+
+    def enable(self, on: bool = True) -> None:
+        self._on = on
+        if not on:
+            self.close()
+
+    @staticmethod
+    def _key(device: str, env: dict[str, str], limits: Limits | None) -> str:
+        return json.dumps([device, sorted(env.items()), repr(limits), os.environ.get("CUDA_VISIBLE_DEVICES")])
+
+    def take(self, device: str, env: dict[str, str], limits: Limits | None) -> Spare | None:
+        """The waiting spare for these settings (None if off or none is ready); a new one is
+        started in its place."""
+        if not self._on:
+            return None
+        key = self._key(device, env, limits)
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: those runners are its parent's
+                self._waiting, self._pid = {}, os.getpid()
+            got = self._waiting.pop(key, None)
+            try:
+                self._waiting[key] = Spare(device, env, limits)
+            except Exception:  # noqa: BLE001 - no spare next time; the check starts its own runner
+                pass
+        if got is not None and not got.alive():
+            got.discard()
+            return None
+        return got
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Before a measurement: wait for every spare still warming up (its interpreter and
+        imports must not share the machine with the timed calls); a spare that fails to warm
+        up is dropped."""
+        with self._lock:
+            waiting = list(self._waiting.items())
+        for key, sp in waiting:
+            if not sp.settle(timeout):
+                with self._lock:
+                    if self._waiting.get(key) is sp:
+                        del self._waiting[key]
+                sp.discard()
+
+    def close(self) -> None:
+        with self._lock:
+            waiting, self._waiting = list(self._waiting.values()), {}
+        for sp in waiting:
+            sp.discard()
+
+
+spares = Spares()
+atexit.register(spares.close)
 
 
 def run_contained(argv: list[str], job_file: Path, timeout: float, env: dict[str, str] | None = None,

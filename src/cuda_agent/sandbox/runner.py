@@ -368,11 +368,37 @@ class Runner:
             return {"ok": False, "stage": "forward", "error": _short_tb(e, self.files)}
 
 
+def _wait_for_job(job: dict, proto) -> dict:
+    """A spare runner, started before its job was known (process.Spares): warm up what every
+    job needs, answer ``ping`` once warm (the judge waits for that before it times anything),
+    then wait for ``start`` and read the job it was given.  Nothing touches the GPU here: the
+    context is made once the job starts, not while another job is being timed."""
+    import torch.utils.cpp_extension  # noqa: F401  (inline_hook patches it at start)
+
+    if job.get("device") == "cuda":
+        try:  # Triton solutions import it first thing; nothing of it runs until then
+            import triton  # noqa: F401
+        except Exception:  # noqa: BLE001 - not installed or broken: the solution will say so
+            pass
+    for line in sys.stdin:
+        cmd = json.loads(line).get("cmd")
+        if cmd == "ping":
+            proto.write('{"ok": true}\n')
+            proto.flush()
+        elif cmd == "start":
+            return json.loads(Path(job["job_file"]).read_text())
+        else:
+            break
+    os._exit(0)  # the judge closed it unused
+
+
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever the loaded code prints goes to stderr
     sys.stdout = sys.stderr
+    if job.get("spare"):
+        job = _wait_for_job(job, proto)
     torch.backends.cuda.matmul.allow_tf32 = bool(job.get("tf32", False))
     torch.backends.cudnn.allow_tf32 = bool(job.get("tf32", False))
     if job.get("gpu_mem_fraction") and job["device"] == "cuda":  # caps torch's allocator (not raw cudaMalloc)

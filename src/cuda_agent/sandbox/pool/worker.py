@@ -75,6 +75,10 @@ def warm_up(role: str, device: str) -> None:
 
     if role == "slot" and device == "cuda" and torch.cuda.is_available():
         torch.zeros(1, device="cuda")
+    if role == "slot":  # each check finds its runner started (process.Spares)
+        from ..process import spares
+
+        spares.enable()
 
 
 def _die_with_parent() -> None:
