@@ -229,3 +229,24 @@ def test_a_candidate_cannot_reach_the_pools_database_or_snapshots(tmp_path, vari
     assert not a.correct and "torch-op-in-forward" in {v.rule for v in a.violations}
     assert {r.tag for r in recs.values()} == {"attacker", "good"}
     assert not (tmp_path / "pool.sqlite.d" / "pwned").exists()
+
+
+def test_a_single_file_is_built_by_a_builder_not_on_its_slot(tmp_path, opts):
+    """A KernelBench-style file builds its extension when imported.  The pool imports it first on
+    a CPU builder (contained, no GPU in sight), so the slot's check loads the build from the
+    cache instead of compiling while it holds the slot."""
+    from conftest import EXAMPLE
+
+    src = (EXAMPLE / "model_new_inline.py").read_text()
+    salted = src.replace("#include <cmath>", f"#include <cmath>\n// pool prebuild {time.time_ns()}")
+    assert salted != src
+    sol = tmp_path / "model_new.py"
+    sol.write_text(salted)
+    with Pool(tmp_path / "pool.sqlite", device="cpu", slots=1, build_workers=1) as pool:
+        jid = pool.submit(small_task(), sol, opts, tag="inline")
+        res = pool.wait(timeout=540)[jid]
+        rec = pool.job(jid)
+    assert res.correct, res.error
+    assert rec.build_worker == "build:0" and rec.build_end <= rec.start
+    assert [x["cached"] for x in res.extensions] == [True], res.extensions  # built before the slot took it
+    assert res.custom_calls > 0

@@ -344,6 +344,38 @@ def kernelbench_trial_seeds(n: int) -> list[int]:
     return [int(torch.randint(0, 2**32 - 1, (1,), generator=g).item()) for _ in range(n)]
 
 
+def prebuild(task: Task, solution: str | Path, o: CheckOptions) -> list[dict]:
+    """Build a single file's ``load_inline``/``load`` extensions before its check, where the
+    CPU cores are (a pool builder, while the GPUs time other jobs): the file is imported in a
+    contained runner that sees no GPU, and its build requests fill the content-keyed cache that
+    the check then hits.  Whatever else the import does is thrown away; a workspace (built by
+    ``build``) has nothing to do here.  The builds made (``extensions`` entries); never raises."""
+    try:
+        sol_dir, sol_file, kdir = resolve_solution(solution)
+    except TaskError:
+        return []
+    if kdir is not None or "load" not in sol_file.read_text(errors="replace"):
+        return []
+    job_dir = job_root()
+    runner = None
+    try:
+        (job_dir / "reference.py").write_text(task.source)
+        (job_dir / "job.json").write_text(json.dumps({
+            "device": o.device, "task_file": str(job_dir / "reference.py"), "solution_file": str(sol_file.resolve()),
+            "solution_dir": str(sol_dir.resolve()), "rules": o.rules, "init_seed": 0, "class_name": "ModelNew"}))
+        runner = RunnerProcess(job_dir / "job.json", env={"CUDA_AGENT_DEVICE": o.device, "CUDA_VISIBLE_DEVICES": "",
+                                                          "PYTHONDONTWRITEBYTECODE": "1"},
+                               **({"limits": o.limits} if o.limits is not None else {}))
+        runner.on_build = lambda req: inline_build.serve(req, o.device, job_dir, o.build_timeout)
+        return list(runner.request({"cmd": "load"}, o.verify_timeout).get("extensions", []))
+    except Exception:  # noqa: BLE001 - the check builds what is missing and gives the verdict
+        return []
+    finally:
+        if runner is not None:
+            runner.close()
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
 def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) -> None:
     import torch
 

@@ -102,9 +102,22 @@ def _toolchain_tag(device: str) -> dict:
 
     tag = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
            "machine": platform.machine(), "device": device}
-    if device == "cuda" and torch.cuda.is_available():
-        tag["sm"] = "%d.%d" % torch.cuda.get_device_capability(torch.cuda.current_device())
+    if device == "cuda":
+        sm = _pool_arch()
+        if sm is None and torch.cuda.is_available():
+            sm = "%d.%d" % torch.cuda.get_device_capability(torch.cuda.current_device())
+        if sm:
+            tag["sm"] = sm
     return tag
+
+
+def _pool_arch() -> str | None:
+    """The pool's ``CUDA_AGENT_ARCH`` (``90``, ``90a``) as torch writes an architecture (``9.0``,
+    ``9.0a``): a pool builder, which makes no CUDA context, builds for the target of the slots
+    and under the same key they look up."""
+    env = os.environ.get("CUDA_AGENT_ARCH", "")
+    digits, suffix = (env[:-1], "a") if env.endswith("a") else (env, "")
+    return f"{digits[:-1]}.{digits[-1]}{suffix}" if len(digits) >= 2 and digits.isdigit() else None
 
 
 def key(req: dict, device: str) -> str:

@@ -38,7 +38,7 @@ def build_job(item: dict[str, Any]) -> dict[str, Any]:
     """Build stage; ``{"result": CheckResult dict}`` when that is the final verdict, else ``{"result": None}``."""
     from ...tasks import Task, TaskError
     from ..build import build
-    from ..check import check, resolve_solution
+    from ..check import check, prebuild, resolve_solution
     from .jobs import options_from_dict
 
     task = Task.from_dict(item["task"])
@@ -53,6 +53,8 @@ def build_job(item: dict[str, Any]) -> dict[str, Any]:
             pass  # the slot's check() says so
         return {"result": None, "start": start, "end": time.time(), "note": "built without a GPU in view"}
     r = check(task, item["solution"], replace(o, verify=False, timing=False, baselines=False))
+    if r.compiled and o.verify:  # a single file builds when imported: here, not on the GPU slot
+        prebuild(task, item["solution"], o)
     return {"result": None if r.compiled else r.to_dict(), "start": start, "end": time.time()}
 
 
