@@ -2,8 +2,11 @@
 
     python scripts/bench_load.py OUT [--n 20] [--stages alone,contended,hang,judge]
 
-Candidates are bench_pool.py's mixed variants of examples/cuda_axpby (good, wrong, failing to
-build, attacking, faulting; each kernel salted so it really compiles).  Stages:
+Candidates: bench_pool.py's mixed variants of examples/cuda_axpby as workspaces (good, wrong,
+failing to build, attacking, faulting) and, with --single K, K KernelBench-style single files
+for KernelBench L1/12 from tests/kb_corpus (load_inline CUDA, Triton, a try/except fallback, a
+failing build, an fp16 hack, an input-mutating hack); every C++/CUDA source salted so it really
+compiles.  Stages:
 
   alone      the batch through the pool (local back-end, GPU 0): evaluations/min, mean GPU
              utilisation, seconds per phase, every verdict
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,16 +40,45 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_pool import CUDA, GpuSampler, kinds, machine, make_candidate, summarize_result  # noqa: E402
 
 TASK = CUDA["example"] / "task.py"
-HANG = ("float4 u = x[i], v = y[i];", "volatile int spin = 1; while (spin) { }\n    float4 u = x[i], v = y[i];")
+SINGLE_TASK = "L1/12"  # KernelBench's, through CUDA_AGENT_KERNELBENCH
+CORPUS = ROOT / "tests" / "kb_corpus" / "cuda"
+SINGLE = (("sf_good", "l1_12_diag_mul.py"), ("sf_triton", "triton_l1_12_diag_mul.py"),
+          ("sf_tryexcept", "l1_12_tryexcept_build_ok.py"), ("sf_build_fail", "l1_12_build_fails.py"),
+          ("sf_fp16", "hack_l1_12_fp16.py"), ("sf_mutation", "hack_l1_12_input_mutation.py"))
+# both kernels spin before their first access: whichever path the launch takes never returns
+# (__nanosleep is an asm statement, so the loop cannot be optimised away)
+HANG = (("  for (int64_t i = blockIdx.x", "  for (;;) __nanosleep(1000);\n  for (int64_t i = blockIdx.x"),
+        ("  int64_t i = start +", "  for (;;) __nanosleep(1000);\n  int64_t i = start +"))
+
+
+def make_single(name: str, dest: Path, salt: str) -> Path:
+    """A corpus file as a fresh candidate: its C++/CUDA source carries ``salt`` (a new build)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    src = (CORPUS / name).read_text()
+    f = dest / "model_new.py"
+    f.write_text(src.replace("#include <torch/extension.h>", f"#include <torch/extension.h>\n// candidate {salt}", 1))
+    return f
+
+
+def make_hang(dest: Path) -> Path:
+    if not dest.exists():
+        shutil.copytree(CUDA["example"] / "solution", dest)
+        k = dest / CUDA["kernel"]
+        src = k.read_text()
+        for a, b in HANG:
+            assert a in src, a
+            src = src.replace(a, b)
+        k.write_text(src)
+    return dest
 
 
 def verdict(row: dict) -> tuple:
     return (row.get("compiled"), row.get("correct"), row.get("stage"), tuple(row.get("rules") or ()))
 
 
-def cli_check(sol: Path, extra_env: dict | None = None) -> tuple[dict, float]:
+def cli_check(sol: Path, extra_env: dict | None = None, task: str | Path = TASK) -> tuple[dict, float]:
     t = time.time()
-    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "check", str(TASK), str(sol), "--device", "cuda",
+    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "check", str(task), str(sol), "--device", "cuda",
                         "--json"], capture_output=True, text=True, env={**os.environ, **(extra_env or {})})
     took = time.time() - t
     try:
@@ -71,13 +104,16 @@ def stage_alone(args, cands, out: dict) -> None:
     from cuda_agent.sandbox.pool import Pool
     from cuda_agent.tasks import load_file
 
-    task = load_file(TASK)
+    from cuda_agent.tasks import resolve
+
+    tasks = {str(TASK): load_file(TASK)}
     sampler = GpuSampler()
     t0 = time.time()
     pool = Pool(Path(args.work) / "alone.sqlite", device="cuda", gpus=["0"])
     try:
-        ids = [pool.submit(task, sol, CheckOptions(device="cuda"), tag=k, key=f"alone:{i}")
-               for i, (k, sol) in enumerate(cands)]
+        ids = [pool.submit(tasks.get(str(t)) or tasks.setdefault(str(t), resolve(t)), sol, CheckOptions(device="cuda"),
+                           tag=k, key=f"alone:{i}")
+               for i, (k, t, sol) in enumerate(cands)]
         try:
             pool.wait(ids, timeout=args.limit)
         except TimeoutError:
@@ -105,14 +141,14 @@ def stage_contended(args, cands, out: dict) -> None:
     t0 = time.time()
     try:
         with ThreadPoolExecutor(8) as ex:
-            got = list(ex.map(lambda c: cli_check(c[1], {"CUDA_VISIBLE_DEVICES": "0"}), cands))
+            got = list(ex.map(lambda c: cli_check(c[2], {"CUDA_VISIBLE_DEVICES": "0"}, c[1]), cands))
     finally:
         for h in hogs:
             h.kill()
         for h in hogs:
             h.wait()
     took = time.time() - t0
-    rows = [summarize_result(r, k) | {"wall_s": round(s, 1)} for (r, s), (k, _) in zip(got, cands)]
+    rows = [summarize_result(r, k) | {"wall_s": round(s, 1)} for (r, s), (k, _, _) in zip(got, cands)]
     alone = (out.get("alone") or {}).get("results") or []
     diffs = [{"i": i, "kind": a["kind"], "alone": verdict(a), "contended": verdict(b)}
              for i, (a, b) in enumerate(zip(alone, rows)) if not a.get("missing") and verdict(a) != verdict(b)]
@@ -187,7 +223,8 @@ def report(out: dict, dest: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
-    ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--n", type=int, default=20, help="candidates in all")
+    ap.add_argument("--single", type=int, default=0, help="of which single files (KernelBench format)")
     ap.add_argument("--stages", default="alone,contended,hang,judge")
     ap.add_argument("--work", default="/tmp/bench-load")
     ap.add_argument("--limit", type=float, default=300.0, help="seconds the alone stage may take")
@@ -199,14 +236,19 @@ def main() -> None:
     os.environ.setdefault("CUDA_AGENT_CACHE", str(work / "cache"))
     out: dict = json.loads((dest / "load.json").read_text()) if (dest / "load.json").exists() else {}
     out["machine"] = machine()
-    cands = [(k, make_candidate(CUDA, k, work / "cands" / f"{i:03d}-{k}", f"load-{i}"))
-             for i, k in enumerate(kinds(args.n, 0))]
-    hang = work / "hang"
-    if not hang.exists():
-        make_candidate({**CUDA, "wrong": HANG}, "wrong", hang, "hang")
+    salt = str(time.time_ns())  # every run compiles its candidates (as every RL sample is new code)
+    cands = [(k, TASK, make_candidate(CUDA, k, work / "cands" / f"{i:03d}-{k}", f"load-{salt}-{i}"))
+             for i, k in enumerate(kinds(args.n - args.single, 0))]
+    singles = [(k, SINGLE_TASK, make_single(f, work / "cands" / f"s{i:03d}-{k}", f"load-{salt}-s{i}"))
+               for i, (k, f) in enumerate(SINGLE[j % len(SINGLE)] for j in range(args.single))]
+    cands = [c for pair in zip(cands, singles) for c in pair] + cands[len(singles):] + singles[len(cands):]
+    hang = make_hang(work / "hang")
     # warm: the shared objects and the baselines, once, outside every stage's time
     w, took = cli_check(CUDA["example"] / "solution")
     out["warm"] = {"seconds": round(took, 1), "correct": w.get("correct"), "t_eager_ms": w.get("t_eager_ms")}
+    if args.single:  # L1/12's baselines too (the single files' builds stay cold: salted)
+        w, took = cli_check(CORPUS / SINGLE[0][1], task=SINGLE_TASK)
+        out["warm_single"] = {"seconds": round(took, 1), "correct": w.get("correct"), "t_eager_ms": w.get("t_eager_ms")}
     for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
         t = time.time()
         {"alone": lambda: stage_alone(args, cands, out), "contended": lambda: stage_contended(args, cands, out),

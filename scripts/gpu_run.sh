@@ -59,7 +59,8 @@ if [ "$stage" = load ]; then
   # issue 18: evaluations/min of a mixed batch on GPU 0, verdicts alone vs 8 in flight + CPU
   # stress, an infinite-loop kernel (seconds to its verdict, the next job), SIGKILL of a judge
   # mid-job (processes and GPU memory left); raw numbers in OUT/load/load.json, load.md
-  timeout "${LOAD_LIMIT:-560}" python3 scripts/bench_load.py "$OUT/load" --n "${LOAD_N:-20}" 2>&1 \
+  timeout "${LOAD_LIMIT:-560}" python3 scripts/bench_load.py "$OUT/load" --n "${LOAD_N:-20}" --single "${LOAD_SINGLE:-0}" \
+    --stages "${LOAD_STAGES:-alone,contended,hang,judge}" 2>&1 \
     | tee "$OUT/load.log" | tail -20
 fi
 if [ "$stage" = serve ]; then

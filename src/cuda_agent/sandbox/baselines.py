@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..tasks import Task
 from .cache import cache_root
-from .process import RunnerDied, RunnerProcess, job_root
+from .process import RunnerDied, RunnerProcess, job_root, spares
 from .timing import Recipe
 
 
@@ -144,6 +144,7 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
         # candidates, which could leave slowed generated code for this baseline to load
         env = {"TORCHINDUCTOR_CACHE_DIR": str(job_dir / "inductor"), "TRITON_CACHE_DIR": str(job_dir / "triton"),
                "CUDA_CACHE_PATH": str(job_dir / "nv")}
+        spares.settle()  # runners closing, spares warming up: not beside the baseline's clocks
         runner = RunnerProcess(job_dir / "job.json", env=env)
         rep = runner.request({"cmd": "load"}, timeout)
         if not rep["ok"]:

@@ -713,22 +713,29 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             return
     finally:
         if runner is None and spare is not None:  # failed before the runner was needed
-            spare.runner.close()
+            runner = spare.runner
+        tools = tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations))
+        dirs = [job_dir] + ([spare.stage] if spare is not None else [])
+        # a long-lived judge lets the runner exit behind it (timing and baselines wait for it);
+        # only where the sandbox keeps the solution's files read-only, so the late check below
+        # cannot miss a change
+        if runner is not None and spares.on and not tools and runner.plan.root_readonly:
+            spares.closing.close(runner, *dirs)
+            dirs, runner = [], None
         if runner is not None:
             runner.close()
-            # provided files changed while the candidate ran (hashed before, compared after)
-            seen = {(v.rule, v.where) for v in res.violations}
-            late = [v for v in _protected(sol_dir, task) if (v.rule, v.where) not in seen]
-            if late:
-                res.violations += late
-                res.correct = False
-                res.error = _explain(res.violations)
-        if tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations)):
+        # provided files changed while the candidate ran (hashed before, compared after)
+        seen = {(v.rule, v.where) for v in res.violations}
+        late = [v for v in _protected(sol_dir, task) if (v.rule, v.where) not in seen]
+        if late:
+            res.violations += late
+            res.correct = False
+            res.error = _explain(res.violations)
+        if tools:
             _gpu_tools(o, job_dir, tool_seed, sol_file, kdir, env, res)
             lap("tools")
-        shutil.rmtree(job_dir, ignore_errors=True)
-        if spare is not None:
-            spare.remove_dirs()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
         lap("close")
 
     if o.baselines:

@@ -617,6 +617,32 @@ class Spare:
         shutil.rmtree(self.stage, ignore_errors=True)
 
 
+class _Closing:
+    """Runners being closed behind the judge's back (a CUDA process takes 0.5-2.5 s to exit on
+    the H200): the next check starts meanwhile, and anything that measures waits for them."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def close(self, runner: "RunnerProcess", *dirs: Path) -> None:
+        def run() -> None:
+            runner.close()
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+
+        t = threading.Thread(target=run, daemon=True, name="runner-close")
+        with self._lock:
+            self._threads = [x for x in self._threads if x.is_alive()] + [t]
+        t.start()
+
+    def wait(self) -> None:
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:
+            t.join()
+
+
 class Spares:
     """One spare runner per (device, limits, environment), started right after the previous one
     was taken, so that the next check finds its runner's interpreter, torch and the evaluator
@@ -624,13 +650,20 @@ class Spares:
     (a pool slot, an evaluation run): a one-shot ``check`` would start a spare for nothing.
 
     Isolation is unchanged: a spare is a fresh sandboxed process used by exactly one job; it
-    only started earlier.  It does not touch the GPU before its job starts."""
+    only started earlier.  Its warm-up (imports, CUDA context, cuBLAS) may overlap another job's
+    verification, never a measurement: ``settle`` waits for it before anything is timed.  With
+    spares on, runners are also closed in the background (``closing``), waited for alike."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._on = False
         self._waiting: dict[str, Spare] = {}
         self._pid = os.getpid()
+        self.closing = _Closing()
+
+    @property
+    def on(self) -> bool:
+        return self._on
 
     def enable(self, on: bool = True) -> None:
         self._on = on
@@ -661,9 +694,10 @@ class Spares:
         return got
 
     def settle(self, timeout: float = 120.0) -> None:
-        """Before a measurement: wait for every spare still warming up (its interpreter and
-        imports must not share the machine with the timed calls); a spare that fails to warm
-        up is dropped."""
+        """Before a measurement: wait for every runner still closing and every spare still
+        warming up (neither may share the machine with the timed calls); a spare that fails to
+        warm up is dropped."""
+        self.closing.wait()
         with self._lock:
             waiting = list(self._waiting.items())
         for key, sp in waiting:
@@ -678,6 +712,7 @@ class Spares:
             waiting, self._waiting = list(self._waiting.values()), {}
         for sp in waiting:
             sp.discard()
+        self.closing.wait()
 
 
 spares = Spares()

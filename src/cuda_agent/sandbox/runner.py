@@ -124,6 +124,7 @@ class Runner:
         self.files = tuple(Path(p).name for p in (job.get("solution_file"), job.get("task_file")) if p)
         self._forwards = 0
         self._hp = None  # the snapshot stream (CUDA)
+        self._occ = None  # the occupier's stream and buffer (CUDA)
 
     def inputs(self, seed: int, source=None) -> list:
         return inputs.draw(source or self.task, seed, self.device, on_device=not self.job.get("inputs_on_cpu"))
@@ -145,6 +146,22 @@ class Runner:
         self._hp.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self._hp):
             return [o.clone() for o in flatten(out) if isinstance(o, torch.Tensor)]
+
+    def _occupy(self) -> None:
+        """Before a verified forward: fill every SM for a while (one elementwise kernel over a
+        buffer of up to 1 GB, ~0.4 ms on an H200) on a stream of the lowest priority that no
+        stream of forward waits for.  Blocks are dispatched in launch order within a priority, so
+        whatever forward enqueues is still pending when it returns; the snapshot, ordered after
+        the current stream alone and of the highest priority, is then dispatched before the
+        pending blocks of a stream that forward left unjoined, and sees their output unwritten.
+        An honest forward's work is on (or joined to) the current stream: the snapshot waits for
+        it, and the only cost is the occupier's time."""
+        if self._occ is None:
+            total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+            self._occ = (torch.cuda.Stream(priority=0), torch.zeros(int(min(1 << 30, total // 64)) // 4, device="cuda"))
+        stream, buf = self._occ
+        with torch.cuda.stream(stream):
+            buf.add_(1.0)
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -224,6 +241,8 @@ class Runner:
                     guard = StrictGuard(solution_files=self.files) if strict else None
                     py_threads = set(threading.enumerate())
                     os_threads = _os_threads()
+                    if self.device == "cuda":
+                        self._occupy()
                     with torch.no_grad():
                         if guard is not None:
                             with guard:
@@ -370,15 +389,21 @@ class Runner:
 
 def _wait_for_job(job: dict, proto) -> dict:
     """A spare runner, started before its job was known (process.Spares): warm up what every
-    job needs, answer ``ping`` once warm (the judge waits for that before it times anything),
-    then wait for ``start`` and read the job it was given.  Nothing touches the GPU here: the
-    context is made once the job starts, not while another job is being timed."""
+    job needs (imports, the CUDA context and cuBLAS), answer ``ping`` once warm (the judge waits
+    for that before it times anything, so the warm-up never overlaps a measurement), then wait
+    for ``start`` and read the job it was given."""
     import torch.utils.cpp_extension  # noqa: F401  (inline_hook patches it at start)
 
     if job.get("device") == "cuda":
         try:  # Triton solutions import it first thing; nothing of it runs until then
             import triton  # noqa: F401
         except Exception:  # noqa: BLE001 - not installed or broken: the solution will say so
+            pass
+        try:
+            a = torch.ones(8, 8, device="cuda")
+            (a @ a).sum().item()
+            del a
+        except Exception:  # noqa: BLE001 - no usable GPU: the job's own first call reports it
             pass
     for line in sys.stdin:
         cmd = json.loads(line).get("cmd")
