@@ -185,12 +185,12 @@ TWICE = ("        y = x * torch.sigmoid(x) * self.scale\n"
          "        return (y + x * torch.sigmoid(x) * self.scale) / 2\n")
 
 
+def _busiest_processes(n: int = 5) -> str:
+    out = subprocess.run(["ps", "-eo", "pcpu,pid,args", "--sort=-pcpu"], capture_output=True, text=True).stdout
+    return "\n".join(line[:160] for line in out.splitlines()[: n + 1])
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect (issue 18, point 5): passes alone, failed in the full suite - the poisoned baseline was "
-    "served to the quiet check. Suspected: the judge's own OpenMP threads spin after its reference "
-    "computations, so the load probe around the candidate's timing reads the quiet machine as busy and finds "
-    "the busy baseline comparable. Fix to come: probe the load without the judge's own threads"))
 def test_a_baseline_measured_on_a_busy_machine_does_not_move_a_later_reward(example_task, tmp_path):
     """The baseline is first measured under CPU stress (what the issue saw: eager 19.96 ms for a
     0.62 ms task, then "15x" and reward 2 for a solution twice as slow as eager).  Then, on a
@@ -206,6 +206,8 @@ def test_a_baseline_measured_on_a_busy_machine_does_not_move_a_later_reward(exam
         poisoned = baselines.get(example_task, "cpu", recipe, 2, compile=False, under=busy)
     assert "error" not in poisoned, poisoned
     assert busy["cpu"] > 1.5, busy  # the probe sees the stress
+    quiet = baselines.conditions("cpu")  # the premise: the stress is gone (else name what is running)
+    assert quiet["cpu"] < 1.35, (quiet, _busiest_processes())
     r = check(example_task, solution(tmp_path, TWICE, "twice"), opts(timing=True, baselines=True, recipe=recipe))
     assert r.correct, r.error
     quiet_eager = baselines.measure(example_task, "cpu", recipe, 2, compile=False)["eager_ms"]

@@ -62,7 +62,9 @@ def _code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-PROBE_S = 0.03
+PROBE_S = 0.02
+PROBES = 3
+PROBE_GAP_S = 0.03
 COMPARABLE = 1.35
 """Conditions are comparable when each probe differs by at most this factor."""
 AGREE = 0.15
@@ -74,13 +76,20 @@ def conditions(device: str) -> dict[str, float]:
     """How busy the machine is now, as seen by a timing: ``cpu`` is wall time over this thread's
     CPU time for a short busy loop (1.0 when a core is free for it, ~3 when three runnable
     threads share one), ``gpu_ms`` the time of a fixed matmul sequence (longer while other work
-    shares the GPU)."""
-    t0, c0 = time.perf_counter(), time.thread_time()
-    n = 0
-    while time.perf_counter() - t0 < PROBE_S:
-        for _ in range(2000):
-            n += 1
-    out = {"cpu": round((time.perf_counter() - t0) / max(time.thread_time() - c0, 1e-6), 3)}
+    shares the GPU).  The CPU figure is the least of ``PROBES`` short probes a few tens of ms
+    apart: load that lasts shows in each, while a moment's spin (a runner's OpenMP threads
+    waiting for work right after its last call) must not make a quiet machine look busy."""
+    cpu = []
+    for i in range(PROBES):
+        if i:
+            time.sleep(PROBE_GAP_S)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        n = 0
+        while time.perf_counter() - t0 < PROBE_S:
+            for _ in range(2000):
+                n += 1
+        cpu.append((time.perf_counter() - t0) / max(time.thread_time() - c0, 1e-6))
+    out = {"cpu": round(min(cpu), 3)}
     if device == "cuda":
         import torch
 
