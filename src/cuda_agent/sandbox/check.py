@@ -73,7 +73,7 @@ class CheckOptions:
     """Cap on one verification command (loading, a round of forwards) of the candidate."""
     time_timeout: float = 300.0
     """Cap on the candidate's timing (and on each baseline measurement)."""
-    hang_floor: float = 20.0
+    hang_floor: float = 10.0
     """A hang costs the task's time, not the caps: a command that makes no progress (no process
     started or ended, no file written) for this many seconds beyond what the reference's own
     time predicts (``hang_factor``) is killed as a hang.  Scaled up by the machine's load."""
