@@ -115,7 +115,14 @@ def stage_alone(args, cands, out: dict) -> None:
                            tag=k, key=f"alone:{i}")
                for i, (k, t, sol) in enumerate(cands)]
         try:
-            pool.wait(ids, timeout=args.limit)
+            seen: list = [None]
+
+            def progress(counts: dict) -> None:  # a line whenever the counts move (a cut run still says how far)
+                if counts != seen[0]:
+                    seen[0] = counts
+                    print(f"alone {time.time() - t0:6.1f} s {counts}", flush=True)
+
+            pool.wait(ids, timeout=args.limit, on_progress=progress)
         except TimeoutError:
             print(f"alone: not all done within {args.limit:.0f} s", flush=True)
         recs = pool.jobs(ids)
@@ -245,10 +252,8 @@ def main() -> None:
     hang = make_hang(work / "hang")
     # warm: the shared objects and the baselines, once, outside every stage's time
     w, took = cli_check(CUDA["example"] / "solution")
+    print(f"warm: {took:.1f} s correct={w.get('correct')} {w.get('error') or ''}"[:300], flush=True)
     out["warm"] = {"seconds": round(took, 1), "correct": w.get("correct"), "t_eager_ms": w.get("t_eager_ms")}
-    if args.single:  # L1/12's baselines too (the single files' builds stay cold: salted)
-        w, took = cli_check(CORPUS / SINGLE[0][1], task=SINGLE_TASK)
-        out["warm_single"] = {"seconds": round(took, 1), "correct": w.get("correct"), "t_eager_ms": w.get("t_eager_ms")}
     for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
         t = time.time()
         {"alone": lambda: stage_alone(args, cands, out), "contended": lambda: stage_contended(args, cands, out),
