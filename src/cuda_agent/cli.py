@@ -92,23 +92,17 @@ def main() -> None:
 
 
 def _run_check(task, solution, device, rules, reward_name, as_json, no_progress, **kw) -> None:
-    from .sandbox.check import CheckOptions, check
+    from .sandbox.check import CheckOptions
+    from .sandbox.pool.evaluator import POOL_DB_ENV, evaluator_for
 
     opts = CheckOptions(device=device, rules=rules, reward=reward_name, **kw)
-    from .agent.evaluator import POOL_DB_ENV
-
+    # an agent whose checks go to a served pool: the commands in its shell go there too (no stage
+    # lines then: the stages run in the pool's process)
     db = os.environ.get(POOL_DB_ENV)
-    if db:  # an agent whose checks go to a served pool: the commands in its shell go there too
-        from dataclasses import fields
-
-        from .agent.evaluator import PoolEvaluator
-
-        shallow = {f.name: getattr(opts, f.name) for f in fields(opts)}
-        print_result(PoolEvaluator(db, **shallow).check(task, Path(solution)), as_json)
-        return
-    with StageLines(progress_on(no_progress, as_json), verify=opts.verify, baselines=opts.baselines) as lines:
-        opts.progress = lines.lap
-        r = check(task, solution, opts)
+    with StageLines(progress_on(no_progress, as_json) and not db, verify=opts.verify,
+                    baselines=opts.baselines) as lines:
+        ev = evaluator_for(db, device=device, rules=rules, reward=reward_name, progress=lines.lap, **kw)
+        r = ev.check(task, Path(solution))
     print_result(r, as_json)
 
 

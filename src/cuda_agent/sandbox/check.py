@@ -30,7 +30,7 @@ from ..tasks import Task, TaskError, validate_source
 from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
-from .exploits import label
+from .exploits import Exploit, label
 from .process import RunnerDied, RunnerProcess, job_root, spares
 from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
@@ -146,11 +146,12 @@ def _protected(sol_dir: Path, task: Task) -> list[Violation]:
     changed = changed_provided_files(sol_dir)
     if (ref.is_file() and ref.read_text() != task.source) or "model.py" in changed:
         out.append(Violation("protected-file-changed", "model.py (the reference) was modified or deleted; the "
-                             "evaluator always uses the task's original", "model.py", exploit_class=16))
+                             "evaluator always uses the task's original", "model.py",
+                             exploit_class=Exploit.PROTECTED_FILES))
     others = [f for f in changed if f != "model.py"]
     if others:
         out.append(Violation("protected-file-changed", "files the workspace was given were changed or deleted: "
-                             + ", ".join(others), others[0], exploit_class=16))
+                             + ", ".join(others), others[0], exploit_class=Exploit.PROTECTED_FILES))
     return out
 
 
@@ -179,7 +180,7 @@ def _changed_files(before: dict[str, str]) -> list[Violation]:
     if not changed:
         return []
     return [Violation("evaluator-files-changed", "files of the evaluator or the job were changed while the "
-                      "candidate ran: " + ", ".join(changed[:6]), changed[0], exploit_class=16)]
+                      "candidate ran: " + ", ".join(changed[:6]), changed[0], exploit_class=Exploit.PROTECTED_FILES)]
 
 
 def _explain(vs: list[Violation]) -> str:
@@ -211,7 +212,7 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
     classes = {v.exploit_class for v in res.violations if v.exploit_class}
     if res.verdict is not None and not res.verdict.correct:
         if res.verdict.stage in FAULT_STAGES and res.verdict.exploit_class is None:
-            res.verdict.exploit_class = 18
+            res.verdict.exploit_class = Exploit.CRASH_OR_HANG
         if res.verdict.exploit_class:
             classes.add(res.verdict.exploit_class)
     res.exploit_classes = sorted(classes)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .. import reward as rewards
+
 
 class _JSON:
     def to_dict(self) -> dict[str, Any]:
@@ -285,3 +287,31 @@ class CheckResult(_JSON):
         d["sanitizer"] = [SanitizerReport.from_dict(x) for x in d.get("sanitizer", [])]
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def failed(cls, task, message: str, *, device: str, rules: str, reward_scheme: str | None = None,
+               stage: str | None = None, compiled: bool = False,
+               exploit_class: int | None = None) -> "CheckResult":
+        """The result of a check that could not deliver a verdict on the candidate's code (the
+        pool lost it, a worker died, the evaluator raised): ``error`` says why; with a
+        ``stage`` a failed verdict says it too; with a ``reward_scheme`` the reward is that
+        scheme's for a failure (None when the scheme is unknown)."""
+        res = cls(task_id=task.id, task_sha=task.sha, device=device, rules=rules,
+                  reward_scheme=reward_scheme, compiled=compiled, error=message)
+        if stage is not None:
+            res.verdict = Verdict(correct=False, error=message, stage=stage, exploit_class=exploit_class)
+        if exploit_class is not None:
+            res.exploit_classes = [exploit_class]
+        if reward_scheme is not None:
+            try:
+                res.reward = rewards.compute(reward_scheme, rewards.Outcome(compiled=compiled, correct=False))
+            except KeyError:
+                res.reward = None
+        return res
+
+
+def rank(r) -> tuple:
+    """Order of "better" among candidates (a CheckResult, or a row with the same fields such as
+    eval's ``ResultRow``): correct first, then speedup vs torch.compile, then vs eager, then reward."""
+    return (bool(r.correct and r.compiled), r.speedup_compile or 0.0, r.speedup_eager or 0.0,
+            r.reward if r.reward is not None else float("-inf"))
