@@ -14,8 +14,10 @@ from typing import Any
 
 import click
 
+from .sandbox.results import RulesProfile
+
 DEVICES = ("cuda", "cpu")
-RULE_SETS = ("strict", "kernelbench")
+RULE_SETS = tuple(p.value for p in RulesProfile)
 NO_PROGRESS_ENV = "CUDA_AGENT_NO_PROGRESS"
 
 

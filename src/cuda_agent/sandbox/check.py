@@ -32,7 +32,7 @@ from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import Exploit, label
 from .process import RunnerDied, RunnerProcess, job_root, spares
-from .results import BuildResult, CheckResult, Timing, Verdict, Violation
+from .results import BuildResult, CheckResult, RulesProfile, Timing, Verdict, Violation
 from .timing import Recipe
 from .variants import size_variants
 
@@ -43,8 +43,9 @@ class CheckOptions:
 
     device: str = "cuda"
     """``cuda`` or ``cpu``."""
-    rules: str = "strict"
-    """``strict`` (no torch compute in forward) or ``kernelbench`` (torch ops allowed)."""
+    rules: str = RulesProfile.STRICT
+    """A :class:`~cuda_agent.sandbox.results.RulesProfile`: ``strict`` (no torch compute in
+    forward) or ``kernelbench`` (torch ops allowed); a plain name is the same."""
     reward: str = "paper"
     """Reward scheme name (see cuda_agent.reward)."""
     n_sets: int = 5
@@ -128,7 +129,7 @@ def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
 
 def _static_violations(sol_dir: Path, sol_file: Path, task: Task, rules: str) -> list[Violation]:
     try:
-        from .static_rules import check_sources
+        from .rules import check_sources
     except ImportError:
         return []
     target = sol_dir if sol_file.name == "model_new.py" and sol_file.parent == sol_dir else sol_file
