@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .sandbox.results import RulesProfile
+from .rules_profile import RulesProfile
 
 DEVICES = ("cuda", "cpu")
 RULE_SETS = tuple(p.value for p in RulesProfile)

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import reward as rewards
+from ..rules_profile import RulesProfile
 from ..tasks import Task, TaskError, validate_source
 from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import Exploit, label
 from .process import RunnerDied, RunnerProcess, job_root, spares
-from .results import BuildResult, CheckResult, RulesProfile, Timing, Verdict, Violation
+from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
 from .variants import size_variants
 
@@ -44,7 +45,7 @@ class CheckOptions:
     device: str = "cuda"
     """``cuda`` or ``cpu``."""
     rules: str = RulesProfile.STRICT
-    """A :class:`~cuda_agent.sandbox.results.RulesProfile`: ``strict`` (no torch compute in
+    """A :class:`~cuda_agent.rules_profile.RulesProfile`: ``strict`` (no torch compute in
     forward) or ``kernelbench`` (torch ops allowed); a plain name is the same."""
     reward: str = "paper"
     """Reward scheme name (see cuda_agent.reward)."""

@@ -1,5 +1,4 @@
-"""The small typed objects that flow out of the sandbox: build, verdict, timing, check (and
-the rules profile a check ran under).
+"""The small typed objects that flow out of the sandbox: build, verdict, timing, check.
 
 All are dataclasses that round-trip through JSON (``to_dict`` / ``from_dict``), since
 they cross process boundaries (candidate -> judge -> pool -> agent/eval/train).
@@ -8,22 +7,9 @@ they cross process boundaries (candidate -> judge -> pool -> agent/eval/train).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import StrEnum
 from typing import Any
 
 from .. import reward as rewards
-
-
-class RulesProfile(StrEnum):
-    """Which rules apply (``CheckOptions.rules``, ``CheckResult.rules``; the static rules are in
-    sandbox/rules/).  A ``str`` enum: ``options.rules == "kernelbench"`` holds, and JSON results
-    keep the plain name."""
-
-    STRICT = "strict"
-    """Our protocol: the solution's compute is its own kernels (no torch ops in C++, no foreign
-    libraries), and the code that could reach the evaluator is checked."""
-    KERNELBENCH = "kernelbench"
-    """KernelBench's protocol (torch allowed anywhere): the rules reject hacks, not style."""
 
 
 class _JSON:

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...rules_profile import RulesProfile
 from ..results import Violation
 from ..sources import CPP_SUFFIXES, cpp_files
-from .base import (CPP_CHECKS, PROFILES, PY_CHECKS, R_SOURCE_ERROR, RULES, Context, CppUnit, Rule, RulesProfile,
+from .base import (CPP_CHECKS, PROFILES, PY_CHECKS, R_SOURCE_ERROR, RULES, Context, CppUnit, Rule,
                    cpp_check, define_rule, file_unit, py_check, rules_table, task_is_low_precision)
 from .cpp import mark_torch_aware
 from .python import PyModule, load_py
 
-__all__ = ["CPP_CHECKS", "PROFILES", "PY_CHECKS", "RULES", "Context", "CppUnit", "PyModule", "Rule", "RulesProfile",
+__all__ = ["CPP_CHECKS", "PROFILES", "PY_CHECKS", "RULES", "Context", "CppUnit", "PyModule", "Rule",
            "check_sources", "cpp_check", "define_rule", "py_check", "rules_table", "task_is_low_precision"]
 
 

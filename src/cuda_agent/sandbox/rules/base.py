@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 from ...registry import Registry
+from ...rules_profile import RulesProfile
 from ..exploits import Exploit
-from ..results import RulesProfile, Violation
+from ..results import Violation
 from ..sources import is_binding, is_header
 from .cpp_lexer import Lexed, Token, tokenize
 

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from ...rules_profile import RulesProfile
 from ..exploits import Exploit
-from ..results import RulesProfile
 from .base import STRICT, Context, CppUnit, cpp_check, define_rule
 from .cpp_lexer import CHAR, IDENT, NUMBER, PUNCT, STRING, Token
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from ...rules_profile import RulesProfile
 from ..exploits import Exploit
-from ..results import RulesProfile
 from .base import (LOW_PRECISION_DTYPES, R_SOURCE_ERROR, STRICT, Context, CppUnit, define_rule, file_unit, py_check,
                    rel_name)
 from .cpp_lexer import tokenize
