@@ -29,6 +29,7 @@ from .. import reward as rewards
 from ..rules_profile import RulesProfile
 from ..tasks import Task, TaskError, validate_source
 from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
+from .inputs import flatten
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import Exploit, label
@@ -102,16 +103,6 @@ def _module_from_source(source: str, name: str) -> types.ModuleType:
     sys.modules[name] = mod
     exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
     return mod
-
-
-def _flatten(out) -> list:
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _flatten(o)]
-    return [] if out is None else [out]
 
 
 def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
@@ -277,7 +268,7 @@ class _Reference:
             if self.device == "cuda":
                 torch.cuda.synchronize()
             self._timed(mod, time.perf_counter() - t)
-            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(out)]
+            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in flatten(out)]
             r64 = None
             if self.model64 is not None:
                 try:
@@ -852,7 +843,7 @@ def _run64(model64, xs) -> list:
 
     low = (torch.float32, torch.float16, torch.bfloat16)
     xs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype in low else x for x in xs]
-    outs = [r.detach() if isinstance(r, torch.Tensor) else r for r in _flatten(model64(*xs64))]
+    outs = [r.detach() if isinstance(r, torch.Tensor) else r for r in flatten(model64(*xs64))]
     if any(isinstance(r, torch.Tensor) and r.is_floating_point() and r.dtype != torch.float64 for r in outs):
         raise TypeError("an output stayed in reduced precision (part of the model was not converted)")
     return outs
