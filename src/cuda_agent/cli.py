@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from .cliopts import (DEVICE, EXISTING, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineGroup, StageLines,
-                      device_option, progress_on)
+from .cliopts import (DEVICE, EXISTING, JSON, KERNELBENCH, N_SETS, NO_COMPILE_BASELINE, NO_PROGRESS, NO_TIMING, REWARD,
+                      RULES, OneLineGroup, StageLines, device_option, options, progress_on)
 from .tasks import TaskError, resolve
 
 NCU = click.option("--ncu", is_flag=True,
@@ -122,10 +122,9 @@ def _task(task: str, kernelbench: str | None):
 @JSON
 @NO_PROGRESS
 @KERNELBENCH
-@click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="random input sets for verification.")
-@click.option("--no-timing", is_flag=True, help="build and verify only.")
-@click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
+@N_SETS
+@NO_TIMING
+@NO_COMPILE_BASELINE
 @click.option("--seed", type=int, default=None, help="fix the verification seeds.")
 @click.option("--tolerance", type=float, default=None,
               help="atol = rtol for the output comparison (default: by dtype; kernelbench's fp32 1e-4, "
@@ -200,19 +199,17 @@ def _in_workspace(directory: str, stage: str, as_json: bool, no_progress: bool, 
 
 
 # In a workspace, --device defaults to the workspace's own device (not the machine's).
-_WS_DEVICE = device_option(local=False, help="cuda or cpu; default: the device the workspace was made for.")
+_IN_WORKSPACE = options(click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False)),
+                       device_option(local=False, help="cuda or cpu; default: the device the workspace was made for."),
+                       RULES, REWARD, JSON, NO_PROGRESS)
+"""What every in-workspace command (compile, verify, profile, sanitize) takes."""
 
 for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects; first errors with file:line)."),
                      ("verify", "Build, then check ModelNew against the reference on fresh random inputs."),
                      ("profile", "Verify, then time ModelNew, eager and torch.compile with one recipe; --ncu adds "
                                  "Nsight Compute counters per kernel.")):
     def _make(stage: str):
-        @click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False))
-        @_WS_DEVICE
-        @RULES
-        @REWARD
-        @JSON
-        @NO_PROGRESS
+        @_IN_WORKSPACE
         def cmd(directory, device, rules, reward_name, as_json, no_progress, **extra):
             _in_workspace(directory, stage, as_json, no_progress, rules, reward_name, device, **extra)
         cmd.__doc__ = _doc
@@ -221,12 +218,7 @@ for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects
 
 
 @main.command()
-@click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False))
-@_WS_DEVICE
-@RULES
-@REWARD
-@JSON
-@NO_PROGRESS
+@_IN_WORKSPACE
 @click.option("--tool", "tools", multiple=True, type=click.Choice(["memcheck", "racecheck", "initcheck", "synccheck"]),
               help="compute-sanitizer tool (repeatable; default: all four).")
 def sanitize(directory, device, rules, reward_name, as_json, no_progress, tools):

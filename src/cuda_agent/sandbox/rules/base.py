@@ -121,13 +121,21 @@ def rel_name(p: Path, root: Path) -> str:
         return p.name
 
 
-def file_unit(p: Path, root: Path, ctx: Context) -> CppUnit | None:
+def read_source(p: Path, root: Path, ctx: Context) -> tuple[str, str] | None:
+    """(display name, text) of a source of the solution; None (and a violation) if unreadable."""
     name = rel_name(p, root)
     try:
-        src = p.read_text(errors="replace")
+        return name, p.read_text(errors="replace")
     except OSError as e:
         ctx.flag(R_SOURCE_ERROR, f"cannot read {name}: {e.strerror or e}", name)
         return None
+
+
+def file_unit(p: Path, root: Path, ctx: Context) -> CppUnit | None:
+    got = read_source(p, root, ctx)
+    if got is None:
+        return None
+    name, src = got
     if is_binding(p):
         kind = "binding"
     elif is_header(p):

@@ -14,8 +14,7 @@ from typing import Iterable
 
 from ...rules_profile import RulesProfile
 from ..exploits import Exploit
-from .base import (LOW_PRECISION_DTYPES, R_SOURCE_ERROR, STRICT, Context, CppUnit, define_rule, file_unit, py_check,
-                   rel_name)
+from .base import LOW_PRECISION_DTYPES, STRICT, Context, CppUnit, define_rule, file_unit, py_check, read_source
 from .cpp_lexer import tokenize
 
 # Python
@@ -125,12 +124,10 @@ class PyModule:
 
 
 def load_py(path: Path, root: Path, ctx: Context) -> PyModule | None:
-    name = rel_name(path, root)
-    try:
-        source = path.read_text(errors="replace")
-    except OSError as e:
-        ctx.flag(R_SOURCE_ERROR, f"cannot read {name}: {e.strerror or e}", name)
+    got = read_source(path, root, ctx)
+    if got is None:
         return None
+    name, source = got
     try:
         tree = ast.parse(source, filename=name)
     except (SyntaxError, ValueError) as e:
