@@ -15,7 +15,7 @@ import pytest
 from cuda_agent.sandbox import sources
 from cuda_agent.sandbox.build import build
 from cuda_agent.sandbox.check import CheckOptions, check
-from cuda_agent.sandbox.static_rules import check_sources
+from cuda_agent.sandbox.rules import check_sources
 
 from conftest import copy_example
 

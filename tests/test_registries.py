@@ -10,7 +10,7 @@ import cuda_agent.agent.llm  # noqa: F401  (registers the built-in back-ends)
 from cuda_agent.agent.llm import base as llm
 from cuda_agent.agent.tools import base as tools
 from cuda_agent.registry import Registry, RegistryError
-from cuda_agent.sandbox import static_rules
+from cuda_agent.sandbox import rules
 from cuda_agent.sandbox.pool import backend as pool_backend
 from cuda_agent.synth import compose
 
@@ -45,6 +45,6 @@ def test_tool_and_rule_names_cannot_be_taken():
     name = next(iter(tools.registered_tools()))
     with pytest.raises(RegistryError):
         tools.register_tool(tools.Tool(name=name, description="x", parameters={}, fn=lambda ctx, **a: ""))
-    rid = next(iter(static_rules.RULES))
+    rid = next(iter(rules.RULES))
     with pytest.raises(RegistryError):
-        static_rules._rule(rid, None, "another rule under a taken id")
+        rules.define_rule(rid, None, "another rule under a taken id")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox.cpp_lexer import CHAR, IDENT, NUMBER, STRING, tokenize
-from cuda_agent.sandbox.static_rules import RULES, check_sources, rules_table, task_is_low_precision
+from cuda_agent.sandbox.rules.cpp_lexer import CHAR, IDENT, NUMBER, STRING, tokenize
+from cuda_agent.sandbox.rules import RULES, check_sources, rules_table, task_is_low_precision
 
 FIXTURES = Path(__file__).parent / "attacks" / "static"
 BF16_TASK = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return (x.bfloat16() @ x.bfloat16().T)\n"

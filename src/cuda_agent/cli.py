@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from .cliopts import (DEVICE, EXISTING, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineGroup, StageLines,
-                      device_option, progress_on)
+from .cliopts import (DEVICE, EXISTING, JSON, KERNELBENCH, N_SETS, NO_COMPILE_BASELINE, NO_PROGRESS, NO_TIMING, REWARD,
+                      RULES, OneLineGroup, StageLines, device_option, options, progress_on)
 from .tasks import TaskError, resolve
 
 NCU = click.option("--ncu", is_flag=True,
@@ -92,23 +92,17 @@ def main() -> None:
 
 
 def _run_check(task, solution, device, rules, reward_name, as_json, no_progress, **kw) -> None:
-    from .sandbox.check import CheckOptions, check
+    from .sandbox.check import CheckOptions
+    from .sandbox.pool.evaluator import POOL_DB_ENV, evaluator_for
 
     opts = CheckOptions(device=device, rules=rules, reward=reward_name, **kw)
-    from .agent.evaluator import POOL_DB_ENV
-
+    # an agent whose checks go to a served pool: the commands in its shell go there too (no stage
+    # lines then: the stages run in the pool's process)
     db = os.environ.get(POOL_DB_ENV)
-    if db:  # an agent whose checks go to a served pool: the commands in its shell go there too
-        from dataclasses import fields
-
-        from .agent.evaluator import PoolEvaluator
-
-        shallow = {f.name: getattr(opts, f.name) for f in fields(opts)}
-        print_result(PoolEvaluator(db, **shallow).check(task, Path(solution)), as_json)
-        return
-    with StageLines(progress_on(no_progress, as_json), verify=opts.verify, baselines=opts.baselines) as lines:
-        opts.progress = lines.lap
-        r = check(task, solution, opts)
+    with StageLines(progress_on(no_progress, as_json) and not db, verify=opts.verify,
+                    baselines=opts.baselines) as lines:
+        ev = evaluator_for(db, device=device, rules=rules, reward=reward_name, progress=lines.lap, **kw)
+        r = ev.check(task, Path(solution))
     print_result(r, as_json)
 
 
@@ -128,10 +122,9 @@ def _task(task: str, kernelbench: str | None):
 @JSON
 @NO_PROGRESS
 @KERNELBENCH
-@click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="random input sets for verification.")
-@click.option("--no-timing", is_flag=True, help="build and verify only.")
-@click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
+@N_SETS
+@NO_TIMING
+@NO_COMPILE_BASELINE
 @click.option("--seed", type=int, default=None, help="fix the verification seeds.")
 @click.option("--tolerance", type=float, default=None,
               help="atol = rtol for the output comparison (default: by dtype; kernelbench's fp32 1e-4, "
@@ -206,19 +199,17 @@ def _in_workspace(directory: str, stage: str, as_json: bool, no_progress: bool, 
 
 
 # In a workspace, --device defaults to the workspace's own device (not the machine's).
-_WS_DEVICE = device_option(local=False, help="cuda or cpu; default: the device the workspace was made for.")
+_IN_WORKSPACE = options(click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False)),
+                       device_option(local=False, help="cuda or cpu; default: the device the workspace was made for."),
+                       RULES, REWARD, JSON, NO_PROGRESS)
+"""What every in-workspace command (compile, verify, profile, sanitize) takes."""
 
 for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects; first errors with file:line)."),
                      ("verify", "Build, then check ModelNew against the reference on fresh random inputs."),
                      ("profile", "Verify, then time ModelNew, eager and torch.compile with one recipe; --ncu adds "
                                  "Nsight Compute counters per kernel.")):
     def _make(stage: str):
-        @click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False))
-        @_WS_DEVICE
-        @RULES
-        @REWARD
-        @JSON
-        @NO_PROGRESS
+        @_IN_WORKSPACE
         def cmd(directory, device, rules, reward_name, as_json, no_progress, **extra):
             _in_workspace(directory, stage, as_json, no_progress, rules, reward_name, device, **extra)
         cmd.__doc__ = _doc
@@ -227,12 +218,7 @@ for _stage, _doc in (("compile", "Build the workspace's kernels/ (cached objects
 
 
 @main.command()
-@click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False))
-@_WS_DEVICE
-@RULES
-@REWARD
-@JSON
-@NO_PROGRESS
+@_IN_WORKSPACE
 @click.option("--tool", "tools", multiple=True, type=click.Choice(["memcheck", "racecheck", "initcheck", "synccheck"]),
               help="compute-sanitizer tool (repeatable; default: all four).")
 def sanitize(directory, device, rules, reward_name, as_json, no_progress, tools):

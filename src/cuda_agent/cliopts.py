@@ -14,8 +14,10 @@ from typing import Any
 
 import click
 
+from .rules_profile import RulesProfile
+
 DEVICES = ("cuda", "cpu")
-RULE_SETS = ("strict", "kernelbench")
+RULE_SETS = tuple(p.value for p in RulesProfile)
 NO_PROGRESS_ENV = "CUDA_AGENT_NO_PROGRESS"
 
 
@@ -96,7 +98,7 @@ def device_option(*, local: bool = True, default: str | None = None, help: str |
 
 
 DEVICE = device_option()
-RULES = click.option("--rules", type=click.Choice(RULE_SETS), default="strict", show_default=True,
+RULES = click.option("--rules", type=click.Choice(RULE_SETS), default=RulesProfile.STRICT.value, show_default=True,
                      help="strict: no torch compute in forward; kernelbench: torch ops allowed.")
 
 
@@ -113,6 +115,10 @@ JSON = click.option("--json", "as_json", is_flag=True,
 NO_PROGRESS = click.option("--no-progress", is_flag=True, envvar=NO_PROGRESS_ENV,
                            help=f"no stage lines or progress bars (shown only on a terminal anyway). "
                                 f"Env: {NO_PROGRESS_ENV}=1.")
+N_SETS = click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
+                      help="random input sets for verification.")
+NO_TIMING = click.option("--no-timing", is_flag=True, help="build and verify only.")
+NO_COMPILE_BASELINE = click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
 GPUS = click.option("--gpus", type=GpuList(), default=None,
                     help="GPU ids to use, e.g. 0,1 (default: every visible GPU); cuda only.")
 KERNELBENCH = click.option("--kernelbench", type=click.Path(), default=None, envvar="CUDA_AGENT_KERNELBENCH",

@@ -44,7 +44,7 @@ def test_gpu_visible_inside_the_namespaces(tmp_path):
     code = ("import torch; x = torch.ones(1 << 20, device='cuda'); torch.cuda.synchronize(); "
             "print(torch.cuda.get_device_name(), float(x.sum()))")
     p = json.loads(plan.to_json())
-    r = subprocess.run([sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(p), "--",
+    r = subprocess.run([sys.executable, "-m", "cuda_agent.sandbox.launcher", json.dumps(p), "--",
                         sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env=launcher_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]

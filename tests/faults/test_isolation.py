@@ -48,7 +48,7 @@ def launch(plan, argv, cwd) -> tuple[subprocess.CompletedProcess, dict]:
     p = json.loads(plan.to_json()) if not isinstance(plan, dict) else dict(plan)
     p["status_fd"] = w
     try:
-        proc = subprocess.run([sys.executable, "-m", "cuda_agent.sandbox.isolation", json.dumps(p), "--", *argv],
+        proc = subprocess.run([sys.executable, "-m", "cuda_agent.sandbox.launcher", json.dumps(p), "--", *argv],
                               capture_output=True, text=True, pass_fds=(w,), cwd=cwd, timeout=60,
                               env=launcher_env())
     finally:

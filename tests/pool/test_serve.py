@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent.evaluator import PoolEvaluator
+from cuda_agent.sandbox.pool.evaluator import PoolEvaluator
 from cuda_agent.sandbox.pool import Pool, PoolError, Store
 from cuda_agent.sandbox.pool.jobs import CHECKED, QUEUED, RUNNING
 
@@ -80,7 +80,7 @@ def test_served_queue_real_verdicts_then_sigterm_requeues_and_releases(server, t
     # not to a check in the shell, which may see no GPU
     import shutil
 
-    from cuda_agent.agent.evaluator import POOL_DB_ENV
+    from cuda_agent.sandbox.pool.evaluator import POOL_DB_ENV
     from cuda_agent.sandbox.workspace import create_workspace
 
     ws = create_workspace(task, db.parent / "ws", device="cpu")

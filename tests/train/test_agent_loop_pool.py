@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("verl", reason="verl is not installed (pip install 'cuda-agent[train]')")
 
-from cuda_agent.agent.evaluator import POOL_DB_ENV, PoolEvaluator, SandboxEvaluator  # noqa: E402
+from cuda_agent.sandbox.evaluator import SandboxEvaluator  # noqa: E402
+from cuda_agent.sandbox.pool.evaluator import POOL_DB_ENV, PoolEvaluator  # noqa: E402
 from cuda_agent.sandbox.pool import Store  # noqa: E402
 
 from .conftest import KERNEL, MODEL_NEW, binding, call  # noqa: E402

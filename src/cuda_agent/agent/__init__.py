@@ -4,7 +4,7 @@ as SFT-ready JSONL (``trajectory``), a viewer (``show``) and ``cuda-agent solve`
 
 from __future__ import annotations
 
-from .evaluator import Evaluator, SandboxEvaluator
+from ..sandbox.evaluator import Evaluator, SandboxEvaluator
 from .loop import EVAL_MAX_TURNS, TRAIN_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
 from .tools import ToolSet
 from .trajectory import Trajectory, read_jsonl

@@ -20,21 +20,10 @@ import click
 
 from ..cliopts import DEVICE, EXISTING, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineCommand, progress_on
 from ..tasks import Task, TaskError
-from .evaluator import POOL_DB_ENV, PoolEvaluator, SandboxEvaluator, rank
+from ..sandbox.pool.evaluator import POOL_DB_ENV, evaluator_for
+from ..sandbox.results import rank
 from .llm import BackendConfigError, backend_names, make_backend
 from .loop import EVAL_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
-
-
-class SerialEvaluator:
-    """Lets one check run at a time (parallel attempts share the device; timings must not overlap)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self._lock = threading.Lock()
-
-    def check(self, task: Task, solution_dir: Path):
-        with self._lock:
-            return self.inner.check(task, solution_dir)
 
 
 def _backend_options(backend: str, model: str | None, base_url: str | None, api_key: str | None,
@@ -141,8 +130,7 @@ def solve_command(task, model, backend, base_url, api_key, out_dir, n_attempts, 
     out.mkdir(parents=True, exist_ok=True)
     from ..sandbox.workspace import create_workspace
 
-    evaluator = (PoolEvaluator(pool_db, device=dev, rules=rules, reward=reward_name) if pool_db else
-                 SerialEvaluator(SandboxEvaluator(device=dev, rules=rules, reward=reward_name)))
+    evaluator = evaluator_for(pool_db, serial=True, device=dev, rules=rules, reward=reward_name)
     config = AgentConfig(budget=Budget(max_turns=max_turns, context_tokens=context_tokens, wall_time_s=wall_time),
                          device=dev, env={POOL_DB_ENV: str(Path(pool_db).resolve())} if pool_db else {})
 

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..sandbox.results import CheckResult
+from ..sandbox.evaluator import Evaluator
+from ..sandbox.results import CheckResult, rank
 from ..tasks import Task
-from .evaluator import Evaluator, rank
 from .llm.base import Backend, BackendError, Reply
 from .tools import ToolSet
 from .trajectory import ToolRecord, Trajectory, Turn, append_jsonl
@@ -206,8 +206,8 @@ class Agent:
         try:
             res = self.evaluator.check(task, snap)
         except Exception as e:  # the evaluator must not lose the episode
-            res = CheckResult(task_id=task.id, task_sha=task.sha, device=self.config.device,
-                              rules="?", error=f"evaluator failed: {type(e).__name__}: {e}")
+            res = CheckResult.failed(task, f"evaluator failed: {type(e).__name__}: {e}",
+                                     device=self.config.device, rules="?")
         (snap / "check.json").write_text(json.dumps(res.to_dict(), indent=1))
         cache[digest] = (res, snap)
         return res, snap

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from ..cliopts import (DEVICE, EXISTING_DIR, GPUS, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineCommand,
-                       progress_on)
+from ..cliopts import (DEVICE, EXISTING_DIR, GPUS, JSON, KERNELBENCH, N_SETS, NO_PROGRESS, REWARD, RULES,
+                       OneLineCommand, progress_on)
 
 
 def _line(row, reused: bool) -> str:
@@ -43,8 +43,7 @@ def _line(row, reused: bool) -> str:
               help="parallel checks through the pool (CPU slots, or GPUs on cuda); 1 checks one by one here.")
 @GPUS
 @click.option("--no-timing", is_flag=True, help="build and verify only: no speedups.")
-@click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="random input sets for verification.")
+@N_SETS
 @click.option("--all-snapshots", is_flag=True,
               help="agent runs: re-check every snapshot of each trajectory, not only the one it kept as best.")
 @JSON

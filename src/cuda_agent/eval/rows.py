@@ -104,8 +104,3 @@ def from_check(base: ResultRow, r: Any) -> ResultRow:
     base.seconds = float(r.seconds or 0.0)
     return base
 
-
-def rank(row: ResultRow) -> tuple:
-    """Order of "better" among a problem's candidates: correct, then vs compile, then vs eager."""
-    return (bool(row.correct and row.compiled), row.speedup_compile or 0.0, row.speedup_eager or 0.0,
-            row.reward if row.reward is not None else float("-inf"))

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from ..sandbox.results import rank
 from ..tasks import Task
-from .rows import FAILED, MISSING, ResultRow, first_line, from_check, rank
+from .rows import FAILED, MISSING, ResultRow, first_line, from_check
 from .solutions import Candidate, Found
 from .suite import label
 

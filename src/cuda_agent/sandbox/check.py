@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import reward as rewards
+from ..rules_profile import RulesProfile
 from ..tasks import Task, TaskError, validate_source
 from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
+from .inputs import flatten
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
-from .exploits import label
+from .exploits import Exploit, label
 from .process import RunnerDied, RunnerProcess, job_root, spares
 from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
@@ -43,8 +45,9 @@ class CheckOptions:
 
     device: str = "cuda"
     """``cuda`` or ``cpu``."""
-    rules: str = "strict"
-    """``strict`` (no torch compute in forward) or ``kernelbench`` (torch ops allowed)."""
+    rules: str = RulesProfile.STRICT
+    """A :class:`~cuda_agent.rules_profile.RulesProfile`: ``strict`` (no torch compute in
+    forward) or ``kernelbench`` (torch ops allowed); a plain name is the same."""
     reward: str = "paper"
     """Reward scheme name (see cuda_agent.reward)."""
     n_sets: int = 5
@@ -102,16 +105,6 @@ def _module_from_source(source: str, name: str) -> types.ModuleType:
     return mod
 
 
-def _flatten(out) -> list:
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _flatten(o)]
-    return [] if out is None else [out]
-
-
 def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
     """(solution_dir, model_new.py, kernels dir or None)."""
     p = Path(solution)
@@ -128,7 +121,7 @@ def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
 
 def _static_violations(sol_dir: Path, sol_file: Path, task: Task, rules: str) -> list[Violation]:
     try:
-        from .static_rules import check_sources
+        from .rules import check_sources
     except ImportError:
         return []
     target = sol_dir if sol_file.name == "model_new.py" and sol_file.parent == sol_dir else sol_file
@@ -146,11 +139,12 @@ def _protected(sol_dir: Path, task: Task) -> list[Violation]:
     changed = changed_provided_files(sol_dir)
     if (ref.is_file() and ref.read_text() != task.source) or "model.py" in changed:
         out.append(Violation("protected-file-changed", "model.py (the reference) was modified or deleted; the "
-                             "evaluator always uses the task's original", "model.py", exploit_class=16))
+                             "evaluator always uses the task's original", "model.py",
+                             exploit_class=Exploit.PROTECTED_FILES))
     others = [f for f in changed if f != "model.py"]
     if others:
         out.append(Violation("protected-file-changed", "files the workspace was given were changed or deleted: "
-                             + ", ".join(others), others[0], exploit_class=16))
+                             + ", ".join(others), others[0], exploit_class=Exploit.PROTECTED_FILES))
     return out
 
 
@@ -179,7 +173,7 @@ def _changed_files(before: dict[str, str]) -> list[Violation]:
     if not changed:
         return []
     return [Violation("evaluator-files-changed", "files of the evaluator or the job were changed while the "
-                      "candidate ran: " + ", ".join(changed[:6]), changed[0], exploit_class=16)]
+                      "candidate ran: " + ", ".join(changed[:6]), changed[0], exploit_class=Exploit.PROTECTED_FILES)]
 
 
 def _explain(vs: list[Violation]) -> str:
@@ -211,7 +205,7 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
     classes = {v.exploit_class for v in res.violations if v.exploit_class}
     if res.verdict is not None and not res.verdict.correct:
         if res.verdict.stage in FAULT_STAGES and res.verdict.exploit_class is None:
-            res.verdict.exploit_class = 18
+            res.verdict.exploit_class = Exploit.CRASH_OR_HANG
         if res.verdict.exploit_class:
             classes.add(res.verdict.exploit_class)
     res.exploit_classes = sorted(classes)
@@ -274,7 +268,7 @@ class _Reference:
             if self.device == "cuda":
                 torch.cuda.synchronize()
             self._timed(mod, time.perf_counter() - t)
-            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in _flatten(out)]
+            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in flatten(out)]
             r64 = None
             if self.model64 is not None:
                 try:
@@ -849,7 +843,7 @@ def _run64(model64, xs) -> list:
 
     low = (torch.float32, torch.float16, torch.bfloat16)
     xs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype in low else x for x in xs]
-    outs = [r.detach() if isinstance(r, torch.Tensor) else r for r in _flatten(model64(*xs64))]
+    outs = [r.detach() if isinstance(r, torch.Tensor) else r for r in flatten(model64(*xs64))]
     if any(isinstance(r, torch.Tensor) and r.is_floating_point() and r.dtype != torch.float64 for r in outs):
         raise TypeError("an output stayed in reduced precision (part of the model was not converted)")
     return outs

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .exploits import Exploit
 from .results import Violation
 
 ALLOCATION = {
@@ -72,7 +73,7 @@ class StrictGuard(TorchDispatchMode):
                     rule="torch-op-in-forward",
                     message=f"torch operator {key} ran inside ModelNew.forward; only allocation, views "
                             f"and your own kernels are allowed (rules: strict)",
-                    where=self._where(), exploit_class=1)
+                    where=self._where(), exploit_class=Exploit.FALLBACK_TO_PYTORCH)
         return func(*args, **kwargs)
 
     def _where(self) -> str:

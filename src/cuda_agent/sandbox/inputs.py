@@ -1,4 +1,5 @@
-"""The input set of a seed: what the judge and the candidate's runner both draw.
+"""The input set of a seed: what the judge and the candidate's runner both draw (and how both
+read a forward's outputs: :func:`flatten`).
 
 Both sides call :func:`draw` with the same task module, seed and device and get the same
 tensors.  On a GPU the task's ``get_inputs()`` runs under ``torch.device`` so its factory calls
@@ -37,3 +38,15 @@ def draw(mod: Any, seed: int, device: str, on_device: bool = True) -> list:
         except Exception:  # noqa: BLE001 - drawn the task's own (CPU) way below
             torch.manual_seed(seed)
     return [to_device(x, device) for x in mod.get_inputs()]
+
+
+def flatten(out) -> list:
+    """A forward's outputs as one flat list: tensors (and other leaves) of nested lists and
+    tuples in order; ``None`` gives nothing."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in flatten(o)]
+    return [] if out is None else [out]

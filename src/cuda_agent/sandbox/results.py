@@ -7,17 +7,30 @@ they cross process boundaries (candidate -> judge -> pool -> agent/eval/train).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
+
+from .. import reward as rewards
 
 
 class _JSON:
+    _nested: ClassVar[dict[str, type]] = {}
+    """Fields that hold another of these objects (or a list of them): field -> its class."""
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[arg-type]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
+        """Inverse of :meth:`to_dict`; unknown keys (from another version) are dropped."""
         names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kw = {k: v for k, v in d.items() if k in names}
+        for k, sub in cls._nested.items():
+            v = kw.get(k)
+            if isinstance(v, list):
+                kw[k] = [sub.from_dict(x) for x in v]  # type: ignore[attr-defined]
+            elif v:
+                kw[k] = sub.from_dict(v)  # type: ignore[attr-defined]
+        return cls(**kw)
 
 
 @dataclass
@@ -73,11 +86,7 @@ class Verdict(_JSON):
     precision_ratio: float | None = None
     """Worst relative-L2 error of the candidate vs float64, over the FP32 reference's own (FP32 tasks)."""
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Verdict":
-        d = dict(d)
-        d["violations"] = [Violation.from_dict(v) for v in d.get("violations", [])]
-        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+    _nested = {"violations": Violation}
 
 
 @dataclass
@@ -150,12 +159,7 @@ class KernelProfile(_JSON):
     flops: float | None = None
     roofline: Roofline | None = None
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "KernelProfile":
-        d = dict(d)
-        if d.get("roofline"):
-            d["roofline"] = Roofline.from_dict(d["roofline"])
-        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+    _nested = {"roofline": Roofline}
 
 
 @dataclass
@@ -167,11 +171,7 @@ class NcuReport(_JSON):
     seconds: float = 0.0
     isolation: str = ""
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NcuReport":
-        d = dict(d)
-        d["kernels"] = [KernelProfile.from_dict(k) for k in d.get("kernels", [])]
-        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+    _nested = {"kernels": KernelProfile}
 
 
 @dataclass
@@ -202,11 +202,7 @@ class SanitizerReport(_JSON):
     """Why the tool could not run (not a finding)."""
     seconds: float = 0.0
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SanitizerReport":
-        d = dict(d)
-        d["findings"] = [SanitizerFinding.from_dict(f) for f in d.get("findings", [])]
-        return super().from_dict.__func__(cls, d)  # type: ignore[attr-defined]
+    _nested = {"findings": SanitizerFinding}
 
 
 @dataclass
@@ -268,20 +264,33 @@ class CheckResult(_JSON):
     sanitizer: list[SanitizerReport] = field(default_factory=list)
     """compute-sanitizer tools run on the first input set (``sanitize``, ``check --sanitize``)."""
 
+    _nested = {"violations": Violation, "build": BuildResult, "verdict": Verdict, "timing": Timing,
+               "roofline": Roofline, "ncu": NcuReport, "sanitizer": SanitizerReport}
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CheckResult":
-        d = dict(d)
-        d["violations"] = [Violation.from_dict(v) for v in d.get("violations", [])]
-        if d.get("build"):
-            d["build"] = BuildResult.from_dict(d["build"])
-        if d.get("verdict"):
-            d["verdict"] = Verdict.from_dict(d["verdict"])
-        if d.get("timing"):
-            d["timing"] = Timing.from_dict(d["timing"])
-        if d.get("roofline"):
-            d["roofline"] = Roofline.from_dict(d["roofline"])
-        if d.get("ncu"):
-            d["ncu"] = NcuReport.from_dict(d["ncu"])
-        d["sanitizer"] = [SanitizerReport.from_dict(x) for x in d.get("sanitizer", [])]
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+    def failed(cls, task, message: str, *, device: str, rules: str, reward_scheme: str | None = None,
+               stage: str | None = None, compiled: bool = False,
+               exploit_class: int | None = None) -> "CheckResult":
+        """The result of a check that could not deliver a verdict on the candidate's code (the
+        pool lost it, a worker died, the evaluator raised): ``error`` says why; with a
+        ``stage`` a failed verdict says it too; with a ``reward_scheme`` the reward is that
+        scheme's for a failure (None when the scheme is unknown)."""
+        res = cls(task_id=task.id, task_sha=task.sha, device=device, rules=rules,
+                  reward_scheme=reward_scheme, compiled=compiled, error=message)
+        if stage is not None:
+            res.verdict = Verdict(correct=False, error=message, stage=stage, exploit_class=exploit_class)
+        if exploit_class is not None:
+            res.exploit_classes = [exploit_class]
+        if reward_scheme is not None:
+            try:
+                res.reward = rewards.compute(reward_scheme, rewards.Outcome(compiled=compiled, correct=False))
+            except KeyError:
+                res.reward = None
+        return res
+
+
+def rank(r) -> tuple:
+    """Order of "better" among candidates (a CheckResult, or a row with the same fields such as
+    eval's ``ResultRow``): correct first, then speedup vs torch.compile, then vs eager, then reward."""
+    return (bool(r.correct and r.compiled), r.speedup_compile or 0.0, r.speedup_eager or 0.0,
+            r.reward if r.reward is not None else float("-inf"))

@@ -1,7 +1,7 @@
 """The evaluation child: the loop that runs task code, and how it is contained.
 
 Task code (model-written, with the ``llm`` composer) is run like a candidate in a check: behind
-the sandbox's launcher (``cuda_agent.sandbox.isolation``), in new network, mount and PID
+the sandbox's launcher (``cuda_agent.sandbox.launcher``, planned by ``sandbox.isolation``), in new network, mount and PID
 namespaces where the platform allows, the file tree read-only but for the child's job directory
 (``TMPDIR`` points into it, so the task's files and torch.compile's caches land there), no
 capabilities, no core dumps, a file-size limit.  A spawned child gets a job directory of its

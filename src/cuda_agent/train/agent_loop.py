@@ -41,7 +41,8 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-from ..agent.evaluator import POOL_DB_ENV, Evaluator, PoolEvaluator, SandboxEvaluator
+from ..sandbox.evaluator import Evaluator
+from ..sandbox.pool.evaluator import POOL_DB_ENV, evaluator_for
 from ..agent.llm.base import BackendError, Reply, Usage
 from ..agent.llm.text_format import parse_reply
 from ..agent.loop import TRAIN_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
@@ -201,9 +202,7 @@ class CudaAgentLoop(AgentLoopBase):
     def evaluator(self, device: str, rules: str, scheme: str) -> Evaluator:
         """The sandbox in this process, or the pool at ``pool_db`` when it is set."""
         opts = dict(device=device, rules=rules, reward=scheme, timing=self.timing, baselines=self.timing)
-        if self.pool_db:
-            return PoolEvaluator(self.pool_db, timeout=self.pool_timeout_s, tag="agent-loop", **opts)
-        return SandboxEvaluator(**opts)
+        return evaluator_for(self.pool_db, timeout=self.pool_timeout_s, tag="agent-loop", **opts)
 
     def agent_config(self, device: str) -> AgentConfig:
         budget = Budget(max_turns=self.max_turns, wall_time_s=self.wall_time_s,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import click
 
-from ...cliopts import (GPUS, JSON, KERNELBENCH, NO_PROGRESS, REWARD, RULES, OneLineGroup, Registered, device_option,
-                        local_device, options, progress_on)
+from ...cliopts import (GPUS, JSON, KERNELBENCH, N_SETS, NO_COMPILE_BASELINE, NO_PROGRESS, NO_TIMING, REWARD, RULES,
+                        OneLineGroup, Registered, device_option, local_device, options, progress_on)
 
 
 def _path(p: str, base: Path) -> str:
@@ -76,10 +76,9 @@ def pool_group() -> None:
 @_workers
 @RULES
 @REWARD
-@click.option("--n-sets", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="random input sets for verification.")
-@click.option("--no-timing", is_flag=True, help="build and verify only.")
-@click.option("--no-compile-baseline", is_flag=True, help="skip the torch.compile baseline.")
+@N_SETS
+@NO_TIMING
+@NO_COMPILE_BASELINE
 @KERNELBENCH
 @_limits
 @JSON

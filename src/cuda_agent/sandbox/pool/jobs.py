@@ -13,11 +13,11 @@ import json
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any
 
-from ... import reward as rewards
 from ...tasks import Task
 from ..check import CheckOptions
+from ..exploits import Exploit
 from ..isolation import Limits
-from ..results import CheckResult, Verdict
+from ..results import CheckResult
 from ..timing import Recipe
 
 QUEUED, BUILDING, READY, RUNNING, DONE = "queued", "building", "ready", "running", "done"
@@ -112,19 +112,8 @@ class JobRecord:
 
 def failure_result(task: Task, o: CheckOptions, stage: str, message: str, compiled: bool) -> CheckResult:
     """The CheckResult of a job whose evaluation could not finish (its worker died or hung)."""
-    res = CheckResult(task_id=task.id, task_sha=task.sha, device=o.device, rules=o.rules, reward_scheme=o.reward)
-    res.compiled = compiled
-    res.error = message
-    res.verdict = Verdict(correct=False, error=message, stage=stage)
-    if hasattr(res.verdict, "exploit_class"):
-        res.verdict.exploit_class = 18  # exploits.md: crashing or hanging the worker
-    if hasattr(res, "exploit_classes"):
-        res.exploit_classes = [18]
-    try:
-        res.reward = rewards.compute(o.reward, rewards.Outcome(compiled=compiled, correct=False))
-    except KeyError:
-        res.reward = None
-    return res
+    return CheckResult.failed(task, message, device=o.device, rules=o.rules, reward_scheme=o.reward,
+                              stage=stage, compiled=compiled, exploit_class=Exploit.CRASH_OR_HANG)
 
 
 def dumps(x: Any) -> str:

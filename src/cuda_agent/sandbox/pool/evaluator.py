@@ -1,42 +1,19 @@
-"""The loop's door to the evaluator: an :class:`Evaluator` protocol and the sandbox default.
+"""The pool's client for loops that check many solutions, and the choice pool-or-local.
 
-The loop only needs ``check(task, solution_dir) -> CheckResult``; the default
-:class:`SandboxEvaluator` calls :func:`cuda_agent.sandbox.check.check` (imported lazily)
-with the device, rules and reward scheme of the run; :class:`PoolEvaluator` submits to a
-GPU pool's database that a ``cuda-agent pool serve`` process serves (the path for CPU-only
-processes such as verl's agent-loop workers).  Tests plug in their own object with the same
-method.
+:class:`PoolEvaluator` submits each check as one job to a pool's database that another
+process serves (``cuda-agent pool serve``): the path for CPU-only processes such as verl's
+agent-loop workers.  :func:`evaluator_for` is the one place that chooses between it and the
+local :class:`~cuda_agent.sandbox.evaluator.SandboxEvaluator`.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Protocol
 
-from ..sandbox.results import CheckResult
-from ..tasks import Task
-
-
-class Evaluator(Protocol):
-    def check(self, task: Task, solution_dir: Path) -> CheckResult:
-        ...
-
-
-class SandboxEvaluator:
-    """Build, verify, time and reward through the local sandbox; keyword arguments are
-    :class:`~cuda_agent.sandbox.check.CheckOptions` fields (one definition of the options)."""
-
-    def __init__(self, **options) -> None:
-        from ..sandbox.check import CheckOptions
-
-        self.options = CheckOptions(**options)
-
-    def check(self, task: Task, solution_dir: Path) -> CheckResult:
-        from ..sandbox.check import check
-
-        return check(task, solution_dir, self.options)
-
+from ...tasks import Task
+from ..evaluator import Evaluator, SandboxEvaluator, SerialEvaluator
+from ..results import CheckResult
 
 POOL_DB_ENV = "CUDA_AGENT_POOL_DB"
 """Set in the agent's shell when its checks go to a pool: ``cuda-agent compile/verify/profile``
@@ -53,8 +30,8 @@ class PoolEvaluator:
 
     def __init__(self, db: str | Path, *, timeout: float = 7200.0, server_wait: float = 120.0,
                  priority: int = 0, tag: str = "", **options) -> None:
-        from ..sandbox.check import CheckOptions
-        from ..sandbox.pool import Pool
+        from ..check import CheckOptions
+        from .pool import Pool
 
         self.options = CheckOptions(**options)
         self.pool = Pool(db, device=self.options.device, backend=None, start=False)
@@ -62,12 +39,14 @@ class PoolEvaluator:
         self.priority, self.tag = priority, tag
 
     def check(self, task: Task, solution_dir: Path) -> CheckResult:
-        from ..sandbox.pool import PoolError
+        from .store import PoolError
 
         db = self.pool.store.db
+        o = self.options
 
-        def failed(msg: str) -> CheckResult:
-            return pool_failure(task, self.options, f"pool evaluator: {msg}")
+        def failed(msg: str) -> CheckResult:  # not the candidate's doing
+            return CheckResult.failed(task, f"pool evaluator: {msg}", device=o.device, rules=o.rules,
+                                      reward_scheme=o.reward, stage="pool")
 
         try:
             jid = self.pool.submit(task, solution_dir, self.options, priority=self.priority, tag=self.tag)
@@ -97,22 +76,13 @@ class PoolEvaluator:
                 return failed(f"job {jid} not finished after {self.timeout:g} s (status {status}) at {db}")
 
 
-def pool_failure(task: Task, options, message: str) -> CheckResult:
-    """A failed CheckResult for a check the pool could not deliver (not the candidate's doing)."""
-    from .. import reward as rewards
-    from ..sandbox.results import Verdict
-
-    res = CheckResult(task_id=task.id, task_sha=task.sha, device=options.device, rules=options.rules,
-                      reward_scheme=options.reward, error=message)
-    res.verdict = Verdict(correct=False, error=message, stage="pool")
-    try:
-        res.reward = rewards.compute(options.reward, rewards.Outcome(compiled=False, correct=False))
-    except KeyError:
-        res.reward = None
-    return res
-
-
-def rank(r: CheckResult) -> tuple:
-    """Order of "better": correct first, then speedup vs torch.compile, then vs eager."""
-    return (bool(r.correct and r.compiled), r.speedup_compile or 0.0, r.speedup_eager or 0.0,
-            r.reward if r.reward is not None else float("-inf"))
+def evaluator_for(pool_db: str | Path | None, *, serial: bool = False, timeout: float = 7200.0,
+                  tag: str = "", **options) -> Evaluator:
+    """The pool at ``pool_db`` (a :class:`PoolEvaluator`: ``timeout``, ``tag``) when it is set,
+    else the sandbox in this process (one check at a time with ``serial``, for callers that run
+    attempts in parallel threads on one device: the pool already runs one job per device).
+    Keyword arguments are :class:`~cuda_agent.sandbox.check.CheckOptions` fields."""
+    if pool_db:
+        return PoolEvaluator(pool_db, timeout=timeout, tag=tag, **options)
+    local = SandboxEvaluator(**options)
+    return SerialEvaluator(local) if serial else local
