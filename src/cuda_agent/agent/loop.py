@@ -8,11 +8,14 @@ trajectory keeps them whole and lists which were shortened).  Whenever the agent
 are snapshotted and the evaluator checks the snapshot itself (what the agent's shell
 printed is never trusted); at the end the final workspace is checked too, the reward is
 the final verdict's, and the best snapshot (correct, then fastest) is kept in ``best/``.
+
+``Agent.run`` -> ``step`` (budgets, ``query`` the model, ``execute`` its tool calls); a step
+that ends the episode raises an :class:`EpisodeEnd` (finished, a limit, a back-end failure),
+turned into the trajectory's ``stop_reason`` in ``run`` alone.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
@@ -215,95 +218,97 @@ class Agent:
     # -- the episode -------------------------------------------------------------------
     def run(self, task: Task, workspace: str | Path, out_dir: str | Path | None = None,
             traj_id: str | None = None) -> EpisodeResult:
-        ws = Path(workspace).resolve()
-        out = Path(out_dir).resolve() if out_dir else None
-        snap_root = (out / "snapshots") if out else ws.parent / f".{ws.name}-snapshots"
-        cfg, b = self.config, self.config.budget
-        tools = ToolSet(ws, cfg.tool_names, env=cfg.env, bash_timeout_s=cfg.bash_timeout_s)
-        traj = Trajectory(id=traj_id or secrets.token_hex(6), task_id=task.id, task_sha=task.sha,
-                          model=str(getattr(self.backend, "model", "")),
-                          backend=str(getattr(self.backend, "name", type(self.backend).__name__)),
-                          tools=tools.schemas(), workspace=str(ws),
-                          config={"budget": asdict(b), "device": cfg.device,
-                                  "bash_timeout_s": cfg.bash_timeout_s})
-        traj.messages = [{"role": "system", "content": system_prompt(task, ws)},
-                         {"role": "user", "content": user_prompt(task, ws, cfg.device)}]
-        shortened: set[int] = set()
-        cache: dict[str, tuple[CheckResult, Path]] = {}
-        checked: list[tuple[CheckResult, Path]] = []
-        t_start = time.monotonic()
+        """One episode: steps until one ends it (:class:`EpisodeEnd`, its reason written into
+        the trajectory here), then the final check and the best snapshot."""
+        ep = _Episode.open(self, task, workspace, out_dir, traj_id)
         try:
-            for turn_i in range(b.max_turns):
-                elapsed = time.monotonic() - t_start
-                if b.wall_time_s is not None and elapsed >= b.wall_time_s:
-                    traj.stop_reason = "wall_time"
-                    break
-                view, ctx_tokens = self._fit(traj.messages, shortened)
-                if ctx_tokens > b.context_tokens:
-                    traj.stop_reason = "context"
-                    break
-                t0 = time.monotonic()
-                try:
-                    reply: Reply = self.backend.complete(view, traj.tools)
-                except BackendError as e:
-                    traj.stop_reason = f"llm_error: {e}"
-                    break
-                except Exception as e:  # a back-end bug: keep the trajectory
-                    traj.stop_reason = f"llm_error: {type(e).__name__}: {e}"
-                    break
-                t_llm = time.monotonic() - t0
-                traj.messages.append(reply.message())
-                turn = Turn(index=turn_i, llm_seconds=round(t_llm, 4), tool_seconds=0.0,
-                            prompt_tokens=reply.usage.prompt_tokens,
-                            completion_tokens=reply.usage.completion_tokens,
-                            context_tokens=ctx_tokens, finish_reason=reply.finish_reason)
-                traj.turns.append(turn)
-                traj.prompt_tokens += reply.usage.prompt_tokens
-                traj.completion_tokens += reply.usage.completion_tokens
-                if not reply.tool_calls:
-                    traj.stop_reason = "finished"
-                    break
-                wants_check = False
-                for call in reply.tool_calls:
-                    if b.wall_time_s is not None:
-                        left = b.wall_time_s - (time.monotonic() - t_start)
-                        tools.ctx.bash_max_timeout_s = max(1.0, min(600.0, left))
-                    t1 = time.monotonic()
-                    result = tools.call(call.name, call.arguments)
-                    dt = time.monotonic() - t1
-                    turn.tools.append(ToolRecord(id=call.id, name=call.name, arguments=call.arguments,
-                                                 seconds=round(dt, 4), result_chars=len(result),
-                                                 error=result.startswith("Error:")))
-                    turn.tool_seconds += dt
-                    if cfg.progress is not None:
-                        cfg.progress(f"turn {turn_i + 1}: {call.name} {_brief(call.arguments)} ({dt:.1f} s)")
-                    traj.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                                          "content": result})
-                    if call.name == "Bash" and CHECK_COMMAND.search(call.arguments):
-                        wants_check = True
-                turn.tool_seconds = round(turn.tool_seconds, 4)
-                if wants_check:
-                    got = self._check(task, ws, snap_root, f"turn{turn_i:03d}", cache)
-                    if got:
-                        turn.check, turn.snapshot = got[0].to_dict(), str(got[1])
-                        checked.append(got)
-                        if cfg.progress is not None:
-                            cfg.progress(f"turn {turn_i + 1}: snapshot checked: {verdict_words(got[0])}")
-            else:
-                traj.stop_reason = "max_turns"
+            while True:
+                self.step(ep)
+        except EpisodeEnd as end:
+            ep.traj.stop_reason = end.reason
         finally:
-            tools.close()
+            ep.tools.close()
+        return self._conclude(ep)
+
+    def step(self, ep: "_Episode") -> None:
+        """One turn: the budgets, the model's reply, its tool calls (raises EpisodeEnd)."""
+        b = self.config.budget
+        if ep.turn_i >= b.max_turns:
+            raise LimitReached("max_turns")
+        if b.wall_time_s is not None and ep.elapsed() >= b.wall_time_s:
+            raise LimitReached("wall_time")
+        view, ctx_tokens = self._fit(ep.traj.messages, ep.shortened)
+        if ctx_tokens > b.context_tokens:
+            raise LimitReached("context")
+        t0 = time.monotonic()
+        reply = self.query(view, ep.traj.tools)
+        t_llm = time.monotonic() - t0
+        ep.traj.messages.append(reply.message())
+        turn = Turn(index=ep.turn_i, llm_seconds=round(t_llm, 4), tool_seconds=0.0,
+                    prompt_tokens=reply.usage.prompt_tokens,
+                    completion_tokens=reply.usage.completion_tokens,
+                    context_tokens=ctx_tokens, finish_reason=reply.finish_reason)
+        ep.traj.turns.append(turn)
+        ep.traj.prompt_tokens += reply.usage.prompt_tokens
+        ep.traj.completion_tokens += reply.usage.completion_tokens
+        ep.turn_i += 1
+        if not reply.tool_calls:
+            raise Finished("finished")
+        self.execute(ep, turn, reply)
+
+    def query(self, view: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        """The model's reply to ``view``; a back-end failure ends the episode."""
+        try:
+            return self.backend.complete(view, tools)
+        except BackendError as e:
+            raise BackendFailed(f"llm_error: {e}") from None
+        except Exception as e:  # a back-end bug: keep the trajectory
+            raise BackendFailed(f"llm_error: {type(e).__name__}: {e}") from None
+
+    def execute(self, ep: "_Episode", turn: Turn, reply: Reply) -> None:
+        """Run the reply's tool calls in order; a check command checks a snapshot afterwards."""
+        cfg, b = self.config, self.config.budget
+        wants_check = False
+        for call in reply.tool_calls:
+            if b.wall_time_s is not None:
+                left = b.wall_time_s - ep.elapsed()
+                ep.tools.ctx.bash_max_timeout_s = max(1.0, min(600.0, left))
+            t1 = time.monotonic()
+            result = ep.tools.call(call.name, call.arguments)
+            dt = time.monotonic() - t1
+            turn.tools.append(ToolRecord(id=call.id, name=call.name, arguments=call.arguments,
+                                         seconds=round(dt, 4), result_chars=len(result),
+                                         error=result.startswith("Error:")))
+            turn.tool_seconds += dt
+            if cfg.progress is not None:
+                cfg.progress(f"turn {turn.index + 1}: {call.name} {_brief(call.arguments)} ({dt:.1f} s)")
+            ep.traj.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                                     "content": result})
+            if call.name == "Bash" and CHECK_COMMAND.search(call.arguments):
+                wants_check = True
+        turn.tool_seconds = round(turn.tool_seconds, 4)
+        if wants_check:
+            got = self._check(ep.task, ep.ws, ep.snap_root, f"turn{turn.index:03d}", ep.cache)
+            if got:
+                turn.check, turn.snapshot = got[0].to_dict(), str(got[1])
+                ep.checked.append(got)
+                if cfg.progress is not None:
+                    cfg.progress(f"turn {turn.index + 1}: snapshot checked: {verdict_words(got[0])}")
+
+    def _conclude(self, ep: "_Episode") -> EpisodeResult:
+        """The final check, the best snapshot (kept in ``best/``), the trajectory written."""
+        cfg, traj, out = self.config, ep.traj, ep.out
         final: CheckResult | None = None
         if cfg.final_check and self.evaluator is not None:
-            got = self._check(task, ws, snap_root, "final", cache, force=cfg.recheck_identical_final)
+            got = self._check(ep.task, ep.ws, ep.snap_root, "final", ep.cache, force=cfg.recheck_identical_final)
             if got:
                 final = got[0]
-                checked.append(got)
+                ep.checked.append(got)
                 if cfg.progress is not None:
                     cfg.progress(f"final check: {verdict_words(final)}")
         best, best_dir = None, None
-        if checked:
-            best, snap = max(checked, key=lambda rs: rank(rs[0]))
+        if ep.checked:
+            best, snap = max(ep.checked, key=lambda rs: rank(rs[0]))
             if out is not None:
                 best_dir = out / "best"
                 if best_dir.exists():
@@ -316,8 +321,67 @@ class Agent:
         traj.best = best.to_dict() if best else None
         traj.best_reward = best.reward if best else None
         traj.best_path = str(best_dir) if best_dir else None
-        traj.shortened = sorted(shortened)
-        traj.wall_seconds = round(time.monotonic() - t_start, 3)
+        traj.shortened = sorted(ep.shortened)
+        traj.wall_seconds = round(ep.elapsed(), 3)
         if out is not None:
             append_jsonl(out / "trajectory.jsonl", traj)
         return EpisodeResult(traj, final, best, best_dir, out)
+
+
+class EpisodeEnd(Exception):
+    """A step ended the episode; ``reason`` becomes the trajectory's ``stop_reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Finished(EpisodeEnd):
+    """The model answered without a tool call."""
+
+
+class LimitReached(EpisodeEnd):
+    """A budget ran out: ``max_turns``, ``wall_time`` or ``context``."""
+
+
+class BackendFailed(EpisodeEnd):
+    """The LLM back-end failed (``llm_error: ...``)."""
+
+
+@dataclass
+class _Episode:
+    """What one episode works on and collects."""
+
+    task: Task
+    ws: Path
+    out: Path | None
+    snap_root: Path
+    tools: ToolSet
+    traj: Trajectory
+    t_start: float
+    turn_i: int = 0
+    shortened: set[int] = field(default_factory=set)
+    cache: dict[str, tuple[CheckResult, Path]] = field(default_factory=dict)
+    checked: list[tuple[CheckResult, Path]] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, agent: Agent, task: Task, workspace: str | Path, out_dir: str | Path | None,
+             traj_id: str | None) -> "_Episode":
+        """The workspace's tools and a trajectory opened with the system and user prompts."""
+        ws = Path(workspace).resolve()
+        out = Path(out_dir).resolve() if out_dir else None
+        snap_root = (out / "snapshots") if out else ws.parent / f".{ws.name}-snapshots"
+        cfg = agent.config
+        tools = ToolSet(ws, cfg.tool_names, env=cfg.env, bash_timeout_s=cfg.bash_timeout_s)
+        traj = Trajectory(id=traj_id or secrets.token_hex(6), task_id=task.id, task_sha=task.sha,
+                          model=str(getattr(agent.backend, "model", "")),
+                          backend=str(getattr(agent.backend, "name", type(agent.backend).__name__)),
+                          tools=tools.schemas(), workspace=str(ws),
+                          config={"budget": asdict(cfg.budget), "device": cfg.device,
+                                  "bash_timeout_s": cfg.bash_timeout_s})
+        traj.messages = [{"role": "system", "content": system_prompt(task, ws)},
+                         {"role": "user", "content": user_prompt(task, ws, cfg.device)}]
+        return cls(task, ws, out, snap_root, tools, traj, time.monotonic())
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t_start

@@ -17,10 +17,8 @@ import math
 import os
 import secrets
 import shutil
-import sys
 import time
 import traceback
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -29,11 +27,11 @@ from .. import reward as rewards
 from ..rules_profile import RulesProfile
 from ..tasks import Task, TaskError, validate_source
 from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
-from .inputs import flatten
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
 from .exploits import Exploit, label
 from .process import RunnerDied, RunnerProcess, job_root, spares
+from .reference import KERNELBENCH_SEED, Reference, kernelbench_trial_seeds, module_from_source
 from .results import BuildResult, CheckResult, Timing, Verdict, Violation
 from .timing import Recipe
 from .variants import size_variants
@@ -95,14 +93,6 @@ class CheckOptions:
     progress: Callable[[str, float], None] | None = field(default=None, compare=False, repr=False)
     """Called with each stage's name and seconds as it ends (the CLI's stage lines); this
     process only: a pool job does not carry it."""
-
-
-def _module_from_source(source: str, name: str) -> types.ModuleType:
-    mod = types.ModuleType(name)
-    mod.__file__ = f"<{name}>"
-    sys.modules[name] = mod
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
-    return mod
 
 
 def resolve_solution(solution: str | Path) -> tuple[Path, Path, Path | None]:
@@ -217,86 +207,6 @@ def check(task: Task, solution: str | Path, options: CheckOptions | None = None)
     return res
 
 
-class _Reference:
-    """The reference model in the judge: outputs (and float64 outputs) for any seed.
-
-    Built as KernelBench builds both models: the seed before ``get_init_inputs()`` and again
-    before the constructor, so a ModelNew constructed the same way holds the same weights.
-    The float64 "truth" comes from a float64 copy of the model, or where that cannot run (a
-    module kept by a lambda stays FP32 after ``.double()``) from the model rebuilt under a
-    float64 default dtype with the same weights; ``route`` says which, or why neither ran."""
-
-    def __init__(self, task: Task, device: str, init_seed: int, inputs_on_cpu: bool = False) -> None:
-        import torch
-
-        self.device = device
-        self.init_seed = init_seed
-        self.on_device = not inputs_on_cpu
-        self.mod = _module_from_source(task.source, f"cuda_agent_task_{task.sha}")
-        self.model = _construct(self.mod, init_seed).to(device)
-        self.model64 = _float64_twin(self.model)
-        self.call_s: dict[str, float] = {}
-        """The reference's fastest call per input module (the task, a size variant): the
-        yardstick for how long a candidate's call may take before it is a hang."""
-        self.route = "float64 copy" if self.model64 is not None else ""
-        if self.model64 is None:
-            self._rebuild64("the model cannot be copied")
-
-    def _rebuild64(self, why: str) -> None:
-        import torch
-
-        old = torch.get_default_dtype()
-        try:
-            torch.set_default_dtype(torch.float64)
-            m64 = _construct(self.mod, self.init_seed)
-            m64.load_state_dict(self.model.state_dict())
-            self.model64, self.route = m64.to(self.device).double(), "float64 rebuild"
-        except Exception as e:  # noqa: BLE001 - said in the result, never silently
-            self.model64, self.route = None, f"unavailable: {why}; rebuilt in float64: {type(e).__name__}: {e}"[:300]
-        finally:
-            torch.set_default_dtype(old)
-
-    def outputs(self, seed: int, mod=None) -> tuple[list, list | None, int]:
-        """(outputs, float64 outputs or None, input bytes) for the inputs of ``seed``."""
-        import torch
-
-        with torch.no_grad():
-            xs = inputs.draw(mod or self.mod, seed, self.device, on_device=self.on_device)
-            nbytes = sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
-            t = time.perf_counter()
-            out = self.model(*xs)
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-            self._timed(mod, time.perf_counter() - t)
-            outs = [r.detach().clone() if isinstance(r, torch.Tensor) else r for r in flatten(out)]
-            r64 = None
-            if self.model64 is not None:
-                try:
-                    r64 = _run64(self.model64, xs)
-                except Exception as e:  # noqa: BLE001
-                    if self.route == "float64 copy":
-                        self._rebuild64(f"the float64 copy failed ({type(e).__name__}: {str(e)[:120]})")
-                        return self.outputs(seed, mod)
-                    self.model64, self.route = None, f"unavailable: the float64 rebuild failed: {e}"[:300]
-        return outs, r64, nbytes
-
-    def _timed(self, mod, seconds: float) -> None:
-        key = (mod or self.mod).__name__
-        self.call_s[key] = min(self.call_s.get(key, math.inf), seconds)
-
-    def time_call(self, seed: int) -> None:
-        """One more timed call (the first ones overlap the runner's start-up)."""
-        import torch
-
-        with torch.no_grad():
-            xs = inputs.draw(self.mod, seed, self.device, on_device=self.on_device)
-            t = time.perf_counter()
-            self.model(*xs)
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-            self._timed(None, time.perf_counter() - t)
-
-
 def machine_load() -> float:
     """How much busier than one runnable process per core the machine is now (1 = not busier,
     at most 4): the hang floor stretches with it, so a busy machine does not turn an honest
@@ -316,26 +226,6 @@ def hang_budget(o: CheckOptions, ref_s: float, calls: float, extra_s: float = 0.
            f"x {o.hang_factor:g} + {o.hang_floor + extra_s:g} s" + (f", x {load:.2g} for the machine's load"
                                                                     if load > 1 else ""))
     return s, why
-
-
-def _construct(mod, seed: int):
-    import torch
-
-    torch.manual_seed(seed)
-    init = mod.get_init_inputs()
-    torch.manual_seed(seed)
-    return mod.Model(*init)
-
-
-KERNELBENCH_SEED = 42
-
-
-def kernelbench_trial_seeds(n: int) -> list[int]:
-    """KernelBench's per-trial input seeds: drawn from a generator seeded with 42."""
-    import torch
-
-    g = torch.Generator().manual_seed(KERNELBENCH_SEED)
-    return [int(torch.randint(0, 2**32 - 1, (1,), generator=g).item()) for _ in range(n)]
 
 
 def prebuild(task: Task, solution: str | Path, o: CheckOptions) -> list[dict]:
@@ -370,130 +260,248 @@ def prebuild(task: Task, solution: str | Path, o: CheckOptions) -> list[dict]:
         shutil.rmtree(job_dir, ignore_errors=True)
 
 
+class Stop(Exception):
+    """A stage ended the check.  :meth:`_Check.run` is the one place that writes it into the
+    result (before the job is closed, so the closing steps see the verdict)."""
+
+    def record(self, res: CheckResult) -> None:
+        raise NotImplementedError
+
+
+class Failed(Stop):
+    """The check ends with ``error`` and no verdict of its own (the build failed, the timing
+    could not run): what was judged so far stands."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+    def record(self, res: CheckResult) -> None:
+        res.error = self.error
+
+
+class Rejected(Stop):
+    """The candidate failed (it did not load, crashed, hung, or computed wrong outputs):
+    ``verdict`` says where and why.  A stage that retries or adds context catches it, edits
+    the verdict and raises it again."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.error)
+        self.verdict = verdict
+
+    @classmethod
+    def at(cls, stage: str, error: str, violations=(), exploit_class: int | None = None,
+           round: str = "main") -> "Rejected":
+        return cls(Verdict(correct=False, error=error, stage=stage, violations=list(violations),
+                           exploit_class=exploit_class, round=round))
+
+    def record(self, res: CheckResult) -> None:
+        res.verdict = self.verdict
+        res.error = self.verdict.error
+        res.correct = False
+
+
+class RulesBroken(Stop):
+    """The outputs may be right but rules were broken (``res.violations``): the check ends
+    with them explained."""
+
+    def record(self, res: CheckResult) -> None:
+        res.error = _explain(res.violations)
+
+
+@dataclass
+class _Errors:
+    """The worst numerical errors over the input sets compared so far (the verdict's numbers)."""
+
+    abs: float = 0.0
+    rel: float = 0.0
+    ratio: float | None = None
+    n: int = 0
+    """Input sets that passed."""
+    tol: tuple[float | None, float | None] = (None, None)
+    rel_l2: float | None = None
+    ref_rel_l2: float | None = None
+    ref_max_abs: float | None = None
+
+    def restart(self) -> None:
+        """A new main round (the weights copied by name): its verdict counts from zero; the
+        numerical error report keeps the worst of both rounds."""
+        self.abs, self.rel, self.ratio, self.n = 0.0, 0.0, None, 0
+
+
 def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) -> None:
-    import torch
+    _Check(task, solution, o, res).run()
 
-    rewards.get(o.reward)  # unknown scheme -> KeyError early (CLI turns it into a usage error)
-    if o.device == "cuda" and not torch.cuda.is_available():
-        raise TaskError("--device cuda but no CUDA GPU is visible (use --device cpu for the CPU backend)")
-    validate_source(task.source, what=f"task {task.id}")
-    sol_dir, sol_file, kdir = resolve_solution(solution)
-    if o.device != "cuda" and (o.sanitize or o.ncu):
-        res.warnings.append("ncu and compute-sanitizer are GPU-only: skipped on the CPU backend")
-    validate_source(sol_file.read_text(), required=("ModelNew",), what=sol_file.name)
-    res.violations += _protected(sol_dir, task) + _static_violations(sol_dir, sol_file, task, o.rules)
-    clock = [time.perf_counter()]
 
-    def lap(name: str) -> None:
-        now = time.perf_counter()
-        res.phases[name] = round(res.phases.get(name, 0.0) + now - clock[0], 3)
-        clock[0] = now
-        if o.progress is not None:
-            o.progress(name, res.phases[name])
+class _Check:
+    """One check as named stages, in order: validate and static rules, build, then in a job
+    directory: write the job and the reference, start the runner, reference outputs, load,
+    main round, extra round, accept, time; then close the job (GPU tools) and time the
+    baselines.  A stage that ends the check raises a :class:`Stop`; :meth:`run` turns it
+    into the result in one place.  Bad input raises TaskError (``check`` reports it)."""
 
-    # 1. build
-    if kdir is not None:
-        b = build(kdir, o.device, timeout=o.build_timeout)
-    else:
-        b = BuildResult(ok=True)
-    res.build = b
-    res.compiled = b.ok
-    lap("build")
-    if not b.ok:
-        res.error = "build failed:\n" + b.log
-        return
-    if not o.verify:
-        return
-
-    # 2. verify
-    env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
-    spare = spares.take(o.device, env, o.limits)
-    run_dir = spare.place(sol_dir) if spare is not None else None
-    if spare is not None and run_dir is None:  # out of its sight and too large to copy
-        spare.discard()
-        spare = None
-    job_dir = spare.job_dir if spare is not None else job_root()
-    run_file = (run_dir / sol_file.relative_to(sol_dir)) if run_dir is not None else sol_file
-    runner = None
-    tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
-    try:
-        task_file = job_dir / "reference.py"
-        task_file.write_text(task.source)
-        ext = None
-        if b.so_path:  # the runner loads its own copy: the build cache can stay hidden from it
-            ext = job_dir / "extension.so"
-            shutil.copy2(b.so_path, ext)
+    def __init__(self, task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) -> None:
+        self.task, self.solution, self.o, self.res = task, solution, o, res
         # kernelbench: its protocol (seed 42 before each constructor, no weight copy, its trial
         # seeds, inputs drawn on the CPU); strict: a fresh seed, ModelNew constructed after it like
         # the reference, the reference's weights copied by name only if the seeded one fails
-        kb = o.rules == "kernelbench"
-        init_seed = KERNELBENCH_SEED if kb else (secrets.randbits(31) if o.seed is None else o.seed)
-        job = {"device": o.device, "task_file": str(task_file), "solution_file": str(run_file.resolve()),
-               "solution_dir": str((run_dir or sol_dir).resolve()), "extension": str(ext) if ext else None, "rules": o.rules,
+        self.kb = o.rules == "kernelbench"
+        self.protocol = "kernelbench" if self.kb else "evaluator"
+        self.clock = time.perf_counter()
+        self.job_dir: Path | None = None
+        self.spare = None  # a runner started before this check (process.spares), if one was ready
+        self.runner: RunnerProcess | None = None
+        self.tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
+        self.errors = _Errors()
+        self.last_round = "main"
+
+    def run(self) -> None:
+        o = self.o
+        self.validate()
+        if not self._stages(self.compile) or not o.verify:
+            return
+        # 2. verify
+        self.open_job()
+        try:
+            finished = self._stages(self.write_job, self.start_runner, self.reference_outputs, self.load,
+                                    self.main_round, self.extra_round, self.accept,
+                                    *([self.time_candidate] if o.timing else []))
+        finally:
+            self.close_job()
+        if finished and o.timing and o.baselines:
+            self.time_baselines()
+
+    def _stages(self, *stages: Callable[[], None]) -> bool:
+        """Run ``stages`` in order; False when one ended the check (what it raised is written
+        into the result here: the one place)."""
+        try:
+            for stage in stages:
+                stage()
+        except Stop as stop:
+            stop.record(self.res)
+            return False
+        return True
+
+    def lap(self, name: str) -> None:
+        """Book the time since the last lap to phase ``name`` (and tell ``progress``)."""
+        res = self.res
+        now = time.perf_counter()
+        res.phases[name] = round(res.phases.get(name, 0.0) + now - self.clock, 3)
+        self.clock = now
+        if self.o.progress is not None:
+            self.o.progress(name, res.phases[name])
+
+    # -- before the candidate runs -------------------------------------------------------
+    def validate(self) -> None:
+        """Options, task and solution readable; the static rules (their time is no phase's)."""
+        import torch
+
+        o, res, task = self.o, self.res, self.task
+        rewards.get(o.reward)  # unknown scheme -> KeyError early (CLI turns it into a usage error)
+        if o.device == "cuda" and not torch.cuda.is_available():
+            raise TaskError("--device cuda but no CUDA GPU is visible (use --device cpu for the CPU backend)")
+        validate_source(task.source, what=f"task {task.id}")
+        self.sol_dir, self.sol_file, self.kdir = resolve_solution(self.solution)
+        if o.device != "cuda" and (o.sanitize or o.ncu):
+            res.warnings.append("ncu and compute-sanitizer are GPU-only: skipped on the CPU backend")
+        validate_source(self.sol_file.read_text(), required=("ModelNew",), what=self.sol_file.name)
+        res.violations += (_protected(self.sol_dir, task)
+                           + _static_violations(self.sol_dir, self.sol_file, task, o.rules))
+        self.clock = time.perf_counter()
+
+    def compile(self) -> None:
+        """1. build the workspace's kernels (cached); a single file builds while it loads."""
+        o, res = self.o, self.res
+        if self.kdir is not None:
+            b = build(self.kdir, o.device, timeout=o.build_timeout)
+        else:
+            b = BuildResult(ok=True)
+        res.build = b
+        res.compiled = b.ok
+        self.lap("build")
+        if not b.ok:
+            raise Failed("build failed:\n" + b.log)
+
+    def open_job(self) -> None:
+        """The job directory: a spare runner's, with the solution placed in its sight, or a new one."""
+        o = self.o
+        self.env = {"CUDA_AGENT_DEVICE": o.device, "PYTHONDONTWRITEBYTECODE": "1"}
+        spare = spares.take(o.device, self.env, o.limits)
+        run_dir = spare.place(self.sol_dir) if spare is not None else None
+        if spare is not None and run_dir is None:  # out of its sight and too large to copy
+            spare.discard()
+            spare = None
+        self.spare, self.run_dir = spare, run_dir
+        self.job_dir = spare.job_dir if spare is not None else job_root()
+        self.run_file = (run_dir / self.sol_file.relative_to(self.sol_dir)) if run_dir is not None else self.sol_file
+
+    def write_job(self) -> None:
+        """The job's files: the reference's source, the extension, job.json, the reference's
+        seeded weights; hashed, to be compared once the candidate has run."""
+        import torch
+
+        o, res, job_dir = self.o, self.res, self.job_dir
+        task_file = job_dir / "reference.py"
+        task_file.write_text(self.task.source)
+        ext = None
+        if res.build.so_path:  # the runner loads its own copy: the build cache can stay hidden from it
+            ext = job_dir / "extension.so"
+            shutil.copy2(res.build.so_path, ext)
+        init_seed = KERNELBENCH_SEED if self.kb else (secrets.randbits(31) if o.seed is None else o.seed)
+        job = {"device": o.device, "task_file": str(task_file), "solution_file": str(self.run_file.resolve()),
+               "solution_dir": str((self.run_dir or self.sol_dir).resolve()), "extension": str(ext) if ext else None,
+               "rules": o.rules,
                "init_seed": init_seed, "weights_file": str(job_dir / "weights.pt"), "class_name": "ModelNew",
-               "inputs_on_cpu": kb,
+               "inputs_on_cpu": self.kb,
                "gpu_mem_fraction": getattr(o.limits, "gpu_memory_fraction", None)}
         (job_dir / "job.json").write_text(json.dumps(job))
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        ref = _Reference(task, o.device, init_seed, inputs_on_cpu=kb)
-        torch.save(ref.model.state_dict(), job_dir / "weights.pt")
-        watched = _digest_files(_package_files() + [task_file, job_dir / "weights.pt", job_dir / "job.json"]
-                                + ([ext] if ext else []))
-        if spare is not None:  # started before this check: torch and the evaluator already loaded
-            runner = spare.start()
+        self.ref = Reference(self.task, o.device, init_seed, inputs_on_cpu=self.kb)
+        torch.save(self.ref.model.state_dict(), job_dir / "weights.pt")
+        self.watched = _digest_files(_package_files() + [task_file, job_dir / "weights.pt", job_dir / "job.json"]
+                                     + ([ext] if ext else []))
+
+    def start_runner(self) -> None:
+        """The candidate's process (isolated); it starts up while the reference computes."""
+        o, res, job_dir = self.o, self.res, self.job_dir
+        if self.spare is not None:  # started before this check: torch and the evaluator already loaded
+            runner = self.spare.start()
         else:
-            runner = RunnerProcess(job_dir / "job.json", env=env,
+            runner = RunnerProcess(job_dir / "job.json", env=self.env,
                                    **({"limits": o.limits} if o.limits is not None else {}))
+        self.runner = runner
         runner.on_build = lambda req: inline_build.serve(req, o.device, job_dir, o.build_timeout)
         res.isolation = getattr(runner, "isolation", "")
         res.warnings += list(getattr(runner, "warnings", []))
 
-        rng = secrets.SystemRandom() if o.seed is None else __import__("random").Random(o.seed)
-        seeds = kernelbench_trial_seeds(o.n_sets) if kb else [rng.randrange(1, 2**31) for _ in range(o.n_sets)]
-        tool_seed = seeds[0] if o.device == "cuda" else None
-        expected = {}
-        set_bytes = 0
+    def reference_outputs(self) -> None:
+        """The main round's input seeds and the reference's outputs (and float64 outputs) on them."""
+        o = self.o
+        self.rng = secrets.SystemRandom() if o.seed is None else __import__("random").Random(o.seed)
+        seeds = kernelbench_trial_seeds(o.n_sets) if self.kb else [self.rng.randrange(1, 2**31)
+                                                                   for _ in range(o.n_sets)]
+        self.seeds = seeds
+        self.tool_seed = seeds[0] if o.device == "cuda" else None
+        self.expected = {}
+        self.set_bytes = 0
         for s in seeds:
-            outs, r64, set_bytes = ref.outputs(s)
-            expected[s] = (outs, r64)
-        lap("reference")
+            outs, r64, self.set_bytes = self.ref.outputs(s)
+            self.expected[s] = (outs, r64)
+        self.lap("reference")
 
-        def fail(stage: str, error: str, violations=(), cls: int | None = None, rnd: str = "main") -> None:
-            res.verdict = Verdict(correct=False, error=error, stage=stage, violations=list(violations),
-                                  exploit_class=cls, round=rnd)
-            res.error = error
-
-        def run(seeds_: list[int], inputs_file: Path | None = None, module: str | None = None) -> dict | None:
-            cmd = {"cmd": "run", "seeds": seeds_, "out_dir": str(job_dir)}
-            if inputs_file is not None:
-                cmd["inputs_file"] = str(inputs_file)
-            ref_s = ref.call_s.get(module or ref.mod.__name__, max(ref.call_s.values(), default=1.0))
-            stall, why = hang_budget(o, ref_s, len(seeds_))
-            try:
-                rep = runner.request(cmd, o.verify_timeout, stall, why)
-            except RunnerDied as e:
-                fail(e.stage, str(e), rnd="shape" if inputs_file else "main")
-                return None
-            vs = [Violation.from_dict(v) for v in rep.get("violations", [])]
-            known = {(w.rule, w.message) for w in res.violations}
-            res.violations += [v for v in vs if (v.rule, v.message) not in known]
-            if not rep["ok"]:
-                fail(rep.get("stage", "forward"), rep["error"], vs, rep.get("exploit_class"),
-                     "shape" if inputs_file else "main")
-                return None
-            if not inputs_file:
-                res.custom_calls = sum(rep.get("custom_calls", {}).values())
-            return rep
-
+    # -- the candidate runs --------------------------------------------------------------
+    def load(self) -> None:
+        """Import the solution (a single file builds its extensions here) and construct ModelNew."""
+        o, res = self.o, self.res
         try:  # importing torch and the solution: no reference time to go by, so three floors
-            rep = runner.request({"cmd": "load"}, o.verify_timeout, *hang_budget(o, 0.0, 0, 2 * o.hang_floor))
+            rep = self.runner.request({"cmd": "load"}, o.verify_timeout, *hang_budget(o, 0.0, 0, 2 * o.hang_floor))
         except RunnerDied as e:
-            return fail(e.stage, str(e))
+            raise Rejected.at(e.stage, str(e)) from None
         res.violations += [Violation.from_dict(v) for v in rep.get("violations", [])]
         res.extensions = rep.get("extensions", [])
-        lap("start")
+        self.lap("start")
         built = round(sum(x.get("seconds") or 0.0 for x in res.extensions), 3)
         if built:  # a single file's extensions are built while it loads: build time, not start time
             res.phases["start"] = round(max(0.0, res.phases["start"] - built), 3)
@@ -502,214 +510,265 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
         if not rep["ok"]:
             if failed:  # the extension did not build: a compile failure, as KernelBench counts it
                 res.compiled = False
-            return fail(rep.get("stage", "load"), rep["error"])
+            raise Rejected.at(rep.get("stage", "load"), rep["error"])
         if failed:
             res.warnings.append("extension " + ", ".join(repr(x["name"]) for x in failed) + " failed to build or "
                                 "load and the solution carried on without it (a caught error: whatever runs now is "
                                 "its fallback)")
         res.weights = "seeded"
-        ref.time_call(seeds[0])
-        stats = {"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0}
+        self.ref.time_call(self.seeds[0])
 
-        def judge(seed: int, exp, what: str, rnd: str) -> bool:
-            f = job_dir / f"out_{seed}.pt"
-            outs = torch.load(f, weights_only=True, map_location=o.device)
-            f.unlink()
-            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor,
-                          protocol="kernelbench" if kb else "evaluator")
-            stats["abs"], stats["rel"] = max(stats["abs"], cmp.max_abs_err), max(stats["rel"], cmp.max_rel_err)
-            if cmp.precision_ratio is not None:
-                stats["ratio"] = max(stats["ratio"] or 0.0, cmp.precision_ratio)
-            res.max_abs_err, res.max_rel_err = stats["abs"], stats["rel"]
-            for k in ("rel_l2", "ref_rel_l2", "ref_max_abs"):  # the numerical error report
-                if getattr(cmp, k) is not None:
-                    stats[k] = max(stats.get(k) or 0.0, getattr(cmp, k))
-            res.rel_l2_err, res.ref_rel_l2_err = stats.get("rel_l2"), stats.get("ref_rel_l2")
-            res.ref_max_abs_err = stats.get("ref_max_abs")
-            if not cmp.ok:
-                cls = cmp.exploit_class if cmp.exploit_class is not None else (7 if rnd == "shape" else None)
-                res.verdict = Verdict(False, f"{what}: {cmp.error}", "compare", stats["abs"], stats["rel"], cmp.atol,
-                                      cmp.rtol, stats["n"], list(res.violations), cls, rnd, stats["ratio"])
-                res.error = res.verdict.error
-                return False
-            stats["n"] += 1
-            stats["tol"] = (cmp.atol, cmp.rtol)
-            return True
+    def run_round(self, seeds: list[int], inputs_file: Path | None = None, module: str | None = None) -> None:
+        """The candidate's forwards on ``seeds`` (outputs left in the job directory)."""
+        o, res, ref = self.o, self.res, self.ref
+        rnd = "shape" if inputs_file else "main"
+        cmd = {"cmd": "run", "seeds": seeds, "out_dir": str(self.job_dir)}
+        if inputs_file is not None:
+            cmd["inputs_file"] = str(inputs_file)
+        ref_s = ref.call_s.get(module or ref.mod.__name__, max(ref.call_s.values(), default=1.0))
+        stall, why = hang_budget(o, ref_s, len(seeds))
+        try:
+            rep = self.runner.request(cmd, o.verify_timeout, stall, why)
+        except RunnerDied as e:
+            raise Rejected.at(e.stage, str(e), round=rnd) from None
+        vs = [Violation.from_dict(v) for v in rep.get("violations", [])]
+        known = {(w.rule, w.message) for w in res.violations}
+        res.violations += [v for v in vs if (v.rule, v.message) not in known]
+        if not rep["ok"]:
+            raise Rejected.at(rep.get("stage", "forward"), rep["error"], vs, rep.get("exploit_class"), rnd)
+        if not inputs_file:
+            res.custom_calls = sum(rep.get("custom_calls", {}).values())
 
-        def main_round() -> bool:
-            if run(seeds) is None:
-                return False
-            digests = {_first_output_digest(job_dir / f"out_{s}.pt") for s in seeds}
-            if len(seeds) > 1 and len(digests) == 1 and _refs_differ([expected[s][0] for s in seeds]):
-                v = Violation("output-ignores-input", "the output is bit-identical for every input set while the "
-                              "reference's changes: the result does not depend on the inputs (cached or hard-coded)",
-                              "", exploit_class=7)
-                res.violations.append(v)
-                fail("compare", v.message, [v], 7)
-                return False
-            return all(judge(s, expected[s], f"input set {k + 1}/{len(seeds)}", "main") for k, s in enumerate(seeds))
+    def judge(self, seed: int, exp, what: str, rnd: str) -> None:
+        """Compare the candidate's outputs for ``seed`` with the reference's ``exp``."""
+        import torch
 
-        if not main_round():
-            # strict: a ModelNew whose parameters do not come out of the seed as the reference's
-            # (declared uninitialised, created in another order) gets the reference's weights by
-            # name and one more round; one that renames or pre-folds them passed seeded already
-            wrong = res.verdict is not None and res.verdict.stage == "compare" and res.verdict.exploit_class in (None, 6)
-            if kb or not wrong:
-                return
-            try:
-                rep = runner.request({"cmd": "copy_weights"}, o.verify_timeout)
-            except RunnerDied as e:
-                return fail(e.stage, str(e))
-            if not rep.get("ok") or not rep.get("copied"):
-                return
-            seeded_error = res.error
-            res.verdict, res.error = None, None
-            stats.update({"abs": 0.0, "rel": 0.0, "ratio": None, "n": 0})
-            res.weights = f"seeded, then copied by name ({len(rep['copied'])})"
-            for f in job_dir.glob("out_*.pt"):
-                f.unlink()
-            if not main_round():
-                res.error = res.verdict.error = f"{res.error} (with the reference's weights copied by name; " \
-                                                f"seeded it failed too: {seeded_error})"
-                return
+        o, res, e = self.o, self.res, self.errors
+        f = self.job_dir / f"out_{seed}.pt"
+        outs = torch.load(f, weights_only=True, map_location=o.device)
+        f.unlink()
+        cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor,
+                      protocol=self.protocol)
+        e.abs, e.rel = max(e.abs, cmp.max_abs_err), max(e.rel, cmp.max_rel_err)
+        if cmp.precision_ratio is not None:
+            e.ratio = max(e.ratio or 0.0, cmp.precision_ratio)
+        res.max_abs_err, res.max_rel_err = e.abs, e.rel
+        for k in ("rel_l2", "ref_rel_l2", "ref_max_abs"):  # the numerical error report
+            if getattr(cmp, k) is not None:
+                setattr(e, k, max(getattr(e, k) or 0.0, getattr(cmp, k)))
+        res.rel_l2_err, res.ref_rel_l2_err = e.rel_l2, e.ref_rel_l2
+        res.ref_max_abs_err = e.ref_max_abs
+        if not cmp.ok:
+            cls = cmp.exploit_class if cmp.exploit_class is not None else (7 if rnd == "shape" else None)
+            raise Rejected(Verdict(False, f"{what}: {cmp.error}", "compare", e.abs, e.rel, cmp.atol, cmp.rtol, e.n,
+                                   list(res.violations), cls, rnd, e.ratio))
+        e.n += 1
+        e.tol = (cmp.atol, cmp.rtol)
+
+    def _main_sets(self) -> None:
+        """One main round: every input set run, then compared."""
+        res, seeds = self.res, self.seeds
+        self.run_round(seeds)
+        digests = {_first_output_digest(self.job_dir / f"out_{s}.pt") for s in seeds}
+        if len(seeds) > 1 and len(digests) == 1 and _refs_differ([self.expected[s][0] for s in seeds]):
+            v = Violation("output-ignores-input", "the output is bit-identical for every input set while the "
+                          "reference's changes: the result does not depend on the inputs (cached or hard-coded)",
+                          "", exploit_class=7)
+            res.violations.append(v)
+            raise Rejected.at("compare", v.message, [v], 7)
+        for k, s in enumerate(seeds):
+            self.judge(s, self.expected[s], f"input set {k + 1}/{len(seeds)}", "main")
+
+    def main_round(self) -> None:
+        """The main round; then the precision route and (strict) the no-custom-code rule."""
+        import torch
+
+        res, ref = self.res, self.ref
+        try:
+            self._main_sets()
+        except Rejected as first:
+            self._copied_weights_round(first)
         res.precision_route = ref.route
         if ref.route.startswith("unavailable") and any(
-                isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in expected[seeds[0]][0]):
+                isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in self.expected[self.seeds[0]][0]):
             res.warnings.append(f"the precision-honesty check did not run: the float64 reference is {ref.route}")
-        if not kb and not res.custom_calls and not _uncounted_kernels(sol_file):
+        if not self.kb and not res.custom_calls and not _uncounted_kernels(self.sol_file):
             v = Violation("no-custom-code", "forward ran none of the solution's own code (no extension function, "
                           "workspace op or Triton kernel was called): the output came from torch alone "
                           "(rules: strict)", "", exploit_class=1)
             res.violations.append(v)  # the numbers may be right: the verdict stays, the rule fails it
-        lap("verify")
+        self.lap("verify")
 
-        # 2b. extra round: other sizes where the task allows them, always fresh seeds
-        last_round = "main"
-        if o.extra_round and not kb and not res.violations:  # KernelBench's sizes are the problem's
-            extra = [rng.randrange(1, 2**31) for _ in range(2)]
-            variant_file, desc, exp2, vname = None, "the same sizes", None, None
-            for d, src in size_variants(task.source):
-                try:
-                    vmod = _module_from_source(src, f"cuda_agent_variant_{task.sha}")
-                    exp2 = {s: ref.outputs(s, vmod)[:2] for s in extra}
-                except Exception:
-                    exp2 = None
-                    continue
-                variant_file, desc, vname = job_dir / "variant.py", d, vmod.__name__
-                variant_file.write_text(src)
-                break
-            if exp2 is None:
-                exp2 = {s: ref.outputs(s)[:2] for s in extra}
-            if run(extra, variant_file, vname) is None:
-                if res.verdict is not None and res.verdict.stage == "forward":
-                    res.verdict.exploit_class = res.verdict.exploit_class or 7
-                    res.verdict.error = res.error = f"with other input sizes ({desc}): {res.verdict.error}"
-                return
-            for k, s in enumerate(extra):
-                if not judge(s, exp2[s], f"extra round with other inputs ({desc}), set {k + 1}/{len(extra)}",
-                             "shape" if variant_file else "main"):
-                    return
-            last_round = "shape" if variant_file else "main"
-            del exp2
-            lap("extra")
-        res.verdict = Verdict(True, None, "compare", stats["abs"], stats["rel"], *stats.get("tol", (None, None)),
-                              stats["n"], list(res.violations), None, last_round, stats["ratio"])
+    def _copied_weights_round(self, first: Rejected) -> None:
+        """strict: a ModelNew whose parameters do not come out of the seed as the reference's
+        (declared uninitialised, created in another order) gets the reference's weights by
+        name and one more round; one that renames or pre-folds them passed seeded already.
+        Raises ``first`` again where that does not apply."""
+        res = self.res
+        v = first.verdict
+        wrong = v.stage == "compare" and v.exploit_class in (None, 6)
+        if self.kb or not wrong:
+            raise first
+        try:
+            rep = self.runner.request({"cmd": "copy_weights"}, self.o.verify_timeout)
+        except RunnerDied as e:
+            raise Rejected.at(e.stage, str(e)) from None
+        if not rep.get("ok") or not rep.get("copied"):
+            raise first
+        self.errors.restart()
+        res.weights = f"seeded, then copied by name ({len(rep['copied'])})"
+        for f in self.job_dir.glob("out_*.pt"):
+            f.unlink()
+        try:
+            self._main_sets()
+        except Rejected as again:
+            again.verdict.error = (f"{again.verdict.error} (with the reference's weights copied by name; "
+                                   f"seeded it failed too: {v.error})")
+            raise
+
+    def extra_round(self) -> None:
+        """2b. other sizes where the task allows them, always fresh seeds (not for KernelBench:
+        its sizes are the problem's, nor after a broken rule)."""
+        o, res, ref, task, job_dir = self.o, self.res, self.ref, self.task, self.job_dir
+        if not (o.extra_round and not self.kb and not res.violations):
+            return
+        extra = [self.rng.randrange(1, 2**31) for _ in range(2)]
+        variant_file, desc, exp2, vname = None, "the same sizes", None, None
+        for d, src in size_variants(task.source):
+            try:
+                vmod = module_from_source(src, f"cuda_agent_variant_{task.sha}")
+                exp2 = {s: ref.outputs(s, vmod)[:2] for s in extra}
+            except Exception:
+                exp2 = None
+                continue
+            variant_file, desc, vname = job_dir / "variant.py", d, vmod.__name__
+            variant_file.write_text(src)
+            break
+        if exp2 is None:
+            exp2 = {s: ref.outputs(s)[:2] for s in extra}
+        try:
+            self.run_round(extra, variant_file, vname)
+        except Rejected as e:
+            if e.verdict.stage == "forward":
+                e.verdict.exploit_class = e.verdict.exploit_class or 7
+                e.verdict.error = f"with other input sizes ({desc}): {e.verdict.error}"
+            raise
+        rnd = "shape" if variant_file else "main"
+        for k, s in enumerate(extra):
+            self.judge(s, exp2[s], f"extra round with other inputs ({desc}), set {k + 1}/{len(extra)}", rnd)
+        self.last_round = rnd
+        self.lap("extra")
+
+    def accept(self) -> None:
+        """The outputs are right: the verdict; then files changed while it ran, broken rules."""
+        res, e = self.res, self.errors
+        res.verdict = Verdict(True, None, "compare", e.abs, e.rel, *e.tol, e.n, list(res.violations), None,
+                              self.last_round, e.ratio)
         res.correct = True
-        res.violations += _changed_files(watched)
+        res.violations += _changed_files(self.watched)
+        self.expected = {}  # free the reference's outputs before timing
         if res.violations:
-            res.error = _explain(res.violations)
-            return
-        del expected
+            raise RulesBroken()
 
-        # 3. time
-        if not o.timing:
-            return
+    def time_candidate(self) -> None:
+        """3. time: the recipe, with spot checks of outputs inside the loop; a suspicion
+        rejects only when it holds in every one of 1 + ``confirm_timing`` measurements: a busy
+        machine (another job's kernels, CPU stress) can stretch one wall clock sample, but not
+        every one, and never makes a wrong output right."""
+        import torch
+
+        o, res, ref = self.o, self.res, self.ref
         spares.settle()  # the next check's runner, still importing torch, must not run beside the clocks
-        n_rot = rotation_sets(set_bytes, o.device)
-        tseeds = [secrets.randbits(31) for _ in range(n_rot)]
-        under = baselines.conditions(o.device)  # how busy the machine is around the candidate's timing
-        name = torch.cuda.get_device_name(torch.cuda.current_device()) if o.device == "cuda" else ""
-        bound = roofline.input_bound_ms(set_bytes, name) if o.device == "cuda" else None
-
-        def suspicions(rep: dict, spot_seeds: list[int]) -> list[Violation]:
-            """What this timing suggests: a wrong output inside the loop, work outside the
-            current stream, a time under the roofline."""
-            out = []
-            for spot in rep.get("spots", []):
-                if spot["seed"] not in spot_seeds:
-                    continue
-                exp = ref.outputs(spot["seed"])[:2]
-                outs = torch.load(spot["file"], weights_only=True, map_location=o.device)
-                cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor,
-                              protocol="kernelbench" if kb else "evaluator")
-                if not cmp.ok:
-                    out.append(Violation(
-                        "timing-output-wrong", f"an output produced inside the timing loop is wrong ({cmp.error}); "
-                        f"the kernel must do the same work whether or not it is being timed", "", exploit_class=12))
-                    break
-            wall = rep.get("wall_ms")
-            # the wall clock is measured against what can explain it honestly: the GPU time the
-            # events see, or the host's own time to issue the calls (a busy CPU slows launches)
-            own = max(rep["median_ms"], rep.get("enqueue_ms") or 0.0)
-            if o.device == "cuda" and wall is not None and wall > 1.5 * own + 0.02:
-                out.append(Violation(
-                    "hidden-work", f"back-to-back calls take {wall:.4g} ms each by the wall clock with a "
-                    f"device-wide synchronize, but {rep['median_ms']:.4g} ms by events on the current stream (and "
-                    f"{rep.get('enqueue_ms') or 0.0:.4g} ms to issue): work runs outside the current stream (join "
-                    f"other streams before returning)", "", exploit_class=10))
-            if bound is not None and rep["median_ms"] < roofline.FLAG_FRACTION * bound:
-                out.append(Violation(
-                    "faster-than-roofline", f"{rep['median_ms']:.4g} ms per call is under half the time needed just "
-                    f"to read the inputs at {name}'s peak bandwidth ({bound:.4g} ms): work is skipped or results "
-                    f"are reused across calls", "", exploit_class=13))
-            return out
-
-        # a suspicion from timing rejects only when it holds in every one of 1 + confirm_timing
-        # measurements: a busy machine (another job's kernels, CPU stress) can stretch one wall
-        # clock sample, but not every one, and never makes a wrong output right
+        self.n_rot = rotation_sets(self.set_bytes, o.device)
+        tseeds = [secrets.randbits(31) for _ in range(self.n_rot)]
+        self.under = baselines.conditions(o.device)  # how busy the machine is around the candidate's timing
+        self.gpu_name = torch.cuda.get_device_name(torch.cuda.current_device()) if o.device == "cuda" else ""
+        self.bound = roofline.input_bound_ms(self.set_bytes, self.gpu_name) if o.device == "cuda" else None
         rules_seen: dict = {}
         for attempt in range(1 + o.confirm_timing):
-            try:
-                spot_seeds = [secrets.randbits(31) for _ in range(4 * o.spot_checks + 2)] if o.spot_checks else []
-                rep = runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
-                                      "spot_checks": o.spot_checks, "spot_seeds": spot_seeds,
-                                      "out_dir": str(job_dir)},
-                                     o.time_timeout, *_timing_hang_budget(o, ref.call_s.get(ref.mod.__name__, 1.0)))
-            except RunnerDied as e:
-                res.error = f"timing failed: {e}"
-                res.verdict = Verdict(False, res.error, e.stage, round="timing")
-                res.correct = False
-                return
-            if not rep["ok"]:
-                res.error = f"timing failed: {rep['error']}"
-                return
+            spot_seeds = [secrets.randbits(31) for _ in range(4 * o.spot_checks + 2)] if o.spot_checks else []
+            rep = self._measure(tseeds, spot_seeds)
             for v in rep.get("violations", []):
                 rules_seen.setdefault((v["rule"], v["message"]), Violation.from_dict(v))
-            sus = suspicions(rep, spot_seeds)
+            sus = self._suspicions(rep, spot_seeds)
             if not sus:
                 break
             res.warnings.append(f"timing attempt {attempt + 1}: suspected {', '.join(v.rule for v in sus)}; "
                                 f"measured again" if attempt < o.confirm_timing else
                                 f"timing: {', '.join(v.rule for v in sus)} held in all {attempt + 1} measurements")
-        under = baselines.worse(under, baselines.conditions(o.device))
+        self.under = baselines.worse(self.under, baselines.conditions(o.device))
         res.violations += list(rules_seen.values()) + sus
         res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
                             rep["min_ms"], wall_ms=rep.get("wall_ms"))
-        res.timing.roofline_ms = bound
+        res.timing.roofline_ms = self.bound
         res.t_gen_ms = rep["median_ms"]
         res.roofline = roofline.forward_roofline(ref.model, inputs.draw(ref.mod, tseeds[0], o.device),
                                                  rep["median_ms"], o.device)
-        res.violations += _changed_files(watched)
-        lap("timing")
+        res.violations += _changed_files(self.watched)
+        self.lap("timing")
         if res.violations:
             res.correct = False
-            res.error = _explain(res.violations)
-            return
-    finally:
+            raise RulesBroken()
+
+    def _measure(self, tseeds: list[int], spot_seeds: list[int]) -> dict:
+        """One timing of the candidate (its report)."""
+        o, ref = self.o, self.ref
+        try:
+            rep = self.runner.request({"cmd": "time", "seeds": tseeds, "recipe": o.recipe.__dict__,
+                                       "spot_checks": o.spot_checks, "spot_seeds": spot_seeds,
+                                       "out_dir": str(self.job_dir)},
+                                      o.time_timeout, *_timing_hang_budget(o, ref.call_s.get(ref.mod.__name__, 1.0)))
+        except RunnerDied as e:
+            raise Rejected.at(e.stage, f"timing failed: {e}", round="timing") from None
+        if not rep["ok"]:
+            raise Failed(f"timing failed: {rep['error']}")
+        return rep
+
+    def _suspicions(self, rep: dict, spot_seeds: list[int]) -> list[Violation]:
+        """What this timing suggests: a wrong output inside the loop, work outside the
+        current stream, a time under the roofline."""
+        import torch
+
+        o, ref, bound, name = self.o, self.ref, self.bound, self.gpu_name
+        out = []
+        for spot in rep.get("spots", []):
+            if spot["seed"] not in spot_seeds:
+                continue
+            exp = ref.outputs(spot["seed"])[:2]
+            outs = torch.load(spot["file"], weights_only=True, map_location=o.device)
+            cmp = compare(outs, exp[0], o.atol, o.rtol, refs64=exp[1], precision_factor=o.precision_factor,
+                          protocol=self.protocol)
+            if not cmp.ok:
+                out.append(Violation(
+                    "timing-output-wrong", f"an output produced inside the timing loop is wrong ({cmp.error}); "
+                    f"the kernel must do the same work whether or not it is being timed", "", exploit_class=12))
+                break
+        wall = rep.get("wall_ms")
+        # the wall clock is measured against what can explain it honestly: the GPU time the
+        # events see, or the host's own time to issue the calls (a busy CPU slows launches)
+        own = max(rep["median_ms"], rep.get("enqueue_ms") or 0.0)
+        if o.device == "cuda" and wall is not None and wall > 1.5 * own + 0.02:
+            out.append(Violation(
+                "hidden-work", f"back-to-back calls take {wall:.4g} ms each by the wall clock with a "
+                f"device-wide synchronize, but {rep['median_ms']:.4g} ms by events on the current stream (and "
+                f"{rep.get('enqueue_ms') or 0.0:.4g} ms to issue): work runs outside the current stream (join "
+                f"other streams before returning)", "", exploit_class=10))
+        if bound is not None and rep["median_ms"] < roofline.FLAG_FRACTION * bound:
+            out.append(Violation(
+                "faster-than-roofline", f"{rep['median_ms']:.4g} ms per call is under half the time needed just "
+                f"to read the inputs at {name}'s peak bandwidth ({bound:.4g} ms): work is skipped or results "
+                f"are reused across calls", "", exploit_class=13))
+        return out
+
+    # -- after the candidate ran ---------------------------------------------------------
+    def close_job(self) -> None:
+        """Stop the runner; provided files changed while the candidate ran (hashed before,
+        compared after); the GPU tools; remove the job directory."""
+        o, res, runner, spare = self.o, self.res, self.runner, self.spare
         if runner is None and spare is not None:  # failed before the runner was needed
             runner = spare.runner
-        tools = tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations))
-        dirs = [job_dir] + ([spare.stage] if spare is not None else [])
+        tools = self.tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations))
+        dirs = [self.job_dir] + ([spare.stage] if spare is not None else [])
         # a long-lived judge lets the runner exit behind it (timing and baselines wait for it);
         # only where the sandbox keeps the solution's files read-only, so the late check below
         # cannot miss a change
@@ -720,21 +779,23 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             runner.close()
         # provided files changed while the candidate ran (hashed before, compared after)
         seen = {(v.rule, v.where) for v in res.violations}
-        late = [v for v in _protected(sol_dir, task) if (v.rule, v.where) not in seen]
+        late = [v for v in _protected(self.sol_dir, self.task) if (v.rule, v.where) not in seen]
         if late:
             res.violations += late
             res.correct = False
             res.error = _explain(res.violations)
         if tools:
-            _gpu_tools(o, job_dir, tool_seed, sol_file, kdir, env, res)
-            lap("tools")
+            _gpu_tools(o, self.job_dir, self.tool_seed, self.sol_file, self.kdir, self.env, res)
+            self.lap("tools")
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
-        lap("close")
+        self.lap("close")
 
-    if o.baselines:
-        base = baselines.get(task, o.device, o.recipe, n_rot, compile=o.compile_baseline,
-                             timeout=o.time_timeout, under=under)
+    def time_baselines(self) -> None:
+        """Eager and torch.compile, same recipe (cached per task, device and torch version)."""
+        o, res = self.o, self.res
+        base = baselines.get(self.task, o.device, o.recipe, self.n_rot, compile=o.compile_baseline,
+                             timeout=o.time_timeout, under=self.under)
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
         if base.get("error"):
@@ -743,7 +804,7 @@ def _check(task: Task, solution: str | Path, o: CheckOptions, res: CheckResult) 
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:
             res.speedup_compile = res.t_compile_ms / res.t_gen_ms
-        lap("baselines")
+        self.lap("baselines")
 
 
 UNCOUNTED_LANGUAGES = ("cupy", "tilelang", "cutlass", "numba")
@@ -826,27 +887,6 @@ def _refs_differ(refs: list[list]) -> bool:
             return True
     return False
 
-
-def _float64_twin(model):
-    """A float64 copy of the reference (the 'truth' the outputs are measured against), or None."""
-    import copy
-
-    try:
-        return copy.deepcopy(model).double()
-    except Exception:
-        return None
-
-
-def _run64(model64, xs) -> list:
-    """Outputs of the float64 twin on upcast inputs (raises when the task cannot run so)."""
-    import torch
-
-    low = (torch.float32, torch.float16, torch.bfloat16)
-    xs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype in low else x for x in xs]
-    outs = [r.detach() if isinstance(r, torch.Tensor) else r for r in flatten(model64(*xs64))]
-    if any(isinstance(r, torch.Tensor) and r.is_floating_point() and r.dtype != torch.float64 for r in outs):
-        raise TypeError("an output stayed in reduced precision (part of the model was not converted)")
-    return outs
 
 
 def rotation_sets(set_bytes: int, device: str) -> int:

@@ -1,7 +1,7 @@
 """A runner process seen from the judge: start it contained, send a command, read one reply,
 watch its memory and processes, kill it and everything it started.
 
-The runner is started behind the isolation launcher (isolation.py: namespaces, hidden and
+The runner is started behind the launcher (isolation.py plans, launcher.py applies: namespaces, hidden and
 read-only paths, rlimits, no capabilities).  Replies are JSON lines read with a timeout;
 stderr is drained into a bounded ring buffer (a candidate printing gigabytes costs nothing);
 a watchdog thread samples the job's processes through /proc and kills the whole job when

@@ -33,6 +33,7 @@ from . import timing  # noqa: E402  (timing binds torch.cuda.Event & perf_counte
 import torch  # noqa: E402
 
 from . import inline_hook, inputs  # noqa: E402
+from .inputs import flatten  # noqa: E402
 from .guards import StrictGuard  # noqa: E402
 from .results import Violation  # noqa: E402
 
@@ -84,16 +85,6 @@ def _import(path: str, name: str):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
-
-
-def flatten(out) -> list:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in flatten(o)]
-    if out is None:
-        return []
-    return [out]
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

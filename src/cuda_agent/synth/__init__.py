@@ -3,12 +3,13 @@ torch/transformers, composed into fused tasks, filtered (executable eager + torc
 deterministic, non-trivial, runtime band), decontaminated against KernelBench by AST
 similarity, written as a parquet/JSONL dataset with a stats report.
 
-Entry points: :func:`run_synth` and the click command ``synth_command`` (``cli.py``).
+Entry points: :func:`synthesize` on a :class:`SynthConfig` (or :func:`run_synth` with its fields as
+keywords) and the click command ``synth_command`` (``cli.py``), which builds the config.
 """
 
 from __future__ import annotations
 
 from .compose import PAPER_MIX, get_composer, register_composer
-from .pipeline import SynthError, SynthResult, run_synth
+from .pipeline import SynthConfig, SynthError, SynthResult, run_synth, synthesize
 
-__all__ = ["run_synth", "SynthResult", "SynthError", "register_composer", "get_composer", "PAPER_MIX"]
+__all__ = ["run_synth", "synthesize", "SynthConfig", "SynthResult", "SynthError", "register_composer", "get_composer", "PAPER_MIX"]

@@ -1,4 +1,5 @@
-"""``cuda-agent synth``: the click command over :func:`cuda_agent.synth.pipeline.run_synth`."""
+"""``cuda-agent synth``: the click command; it builds a :class:`~cuda_agent.synth.pipeline.SynthConfig`
+and runs :func:`~cuda_agent.synth.pipeline.synthesize` on it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import click
 
 from ..cliopts import DEVICE, JSON, KERNELBENCH, NO_PROGRESS, OneLineCommand, progress_on
-from .pipeline import SynthError, run_synth
+from .pipeline import SynthConfig, SynthError, synthesize
 
 
 def _band(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
@@ -73,13 +74,14 @@ def synth_command(n: int, out: str, composer: str, device: str, workers: int | N
     opts = {}
     if composer == "llm":
         opts = {k: v for k, v in (("base_url", base_url), ("api_key", api_key), ("model", model)) if v}
+    config = SynthConfig(n, out, composer=composer, device=device, workers=workers, seed=seed, mix=mix, sizes=sizes,
+                         band_ms=band_ms, compile=compile_, compile_backend=compile_backend, timeout_s=timeout_s,
+                         compile_timeout_s=compile_timeout_s, kernelbench=kernelbench, decontaminate=decontaminate,
+                         max_similarity=max_similarity, max_candidates=max_candidates, composer_options=opts,
+                         include_transformers=not no_transformers, fork_server=fork_server,
+                         max_minutes=max_minutes, drain_s=drain_s, progress=progress_on(no_progress, as_json))
     try:
-        res = run_synth(n, out, composer=composer, device=device, workers=workers, seed=seed, mix=mix, sizes=sizes,
-                        band_ms=band_ms, compile=compile_, compile_backend=compile_backend, timeout_s=timeout_s,
-                        compile_timeout_s=compile_timeout_s, kernelbench=kernelbench, decontaminate=decontaminate,
-                        max_similarity=max_similarity, max_candidates=max_candidates, composer_options=opts,
-                        include_transformers=not no_transformers, fork_server=fork_server,
-                        max_minutes=max_minutes, drain_s=drain_s, progress=progress_on(no_progress, as_json))
+        res = synthesize(config)
     except SynthError as e:
         raise click.UsageError(str(e)) from None
     st = res.stats
