@@ -102,6 +102,7 @@ def test_ppo_stages_compose_and_pass_verls_validation(stage, tmp_path, defaults,
     assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.28)
     assert actor.optim.lr == 3e-6 and critic.optim.lr == 6e-6 and need_critic(cfg)
     assert cfg.data.train_batch_size == 1024
+    assert cfg.trainer.use_v1 is False  # V1 needs the transfer_queue service (ppo_common.yaml)
     assert "hf_model" in actor.checkpoint.save_contents and "hf_model" not in actor.checkpoint.load_contents
     assert cfg.critic.model.path == cfg.actor_rollout_ref.model.path == str(tiny_model)
     assert cfg.reward.custom_reward_function.path == "pkg://cuda_agent.train.reward_fn"

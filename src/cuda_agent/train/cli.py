@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -132,12 +133,15 @@ def rft_command(trajectories, out, min_reward, reward_field, as_json):
 @click.option("--resume-from", default=None, help="stage 4: the stage-3 checkpoint, .../global_step_N.")
 @click.option("--warmup-steps", type=click.IntRange(1), default=None, help="stage 3: value-pretraining steps.")
 @click.option("--steps", type=click.IntRange(1), default=None, help="stage 4: agentic steps after the resumed ones.")
+@click.option("--rollout", type=click.Choice(["vllm", "sglang", "hf"]), default="vllm", show_default=True,
+              help="PPO stages (1, 3, 4): rollout backend; hf = transformers generate (one GPU, no vLLM).")
 @click.option("--dry-run", is_flag=True, help="print the command, do not run it.")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, dry_run, overrides):
+def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, rollout, dry_run,
+                  overrides):
     """Print (--dry-run) or run the verl command of stage NUMBER; trailing key=value
     arguments are passed to verl as overrides."""
-    from .stages import STAGES, LaunchSpec, StageError, command
+    from .stages import STAGES, LaunchSpec, StageError, command, rollout_env
 
     bad = [o for o in overrides if "=" not in o]
     if bad:
@@ -147,15 +151,16 @@ def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmu
         raise click.UsageError(f"data file not found: {', '.join(missing)}")
     spec = LaunchSpec(stage=number, model=model, data=[str(d) for d in data], gpus=gpus, nnodes=nnodes,
                       out_dir=str(out_dir) if out_dir else None, resume_from=resume_from,
-                      warmup_steps=warmup_steps, steps=steps, overrides=list(overrides))
+                      warmup_steps=warmup_steps, steps=steps, rollout=rollout, overrides=list(overrides))
     try:
         argv = command(spec)
     except StageError as e:
         raise click.UsageError(str(e)) from None
+    env = rollout_env(spec)
     click.echo(f"# stage {number}: {STAGES[number].what}")
-    click.echo(shlex.join(argv))
+    click.echo(shlex.join([f"{k}={v}" for k, v in env.items()] + argv))
     if dry_run:
         return
     if importlib.util.find_spec("verl") is None:
         raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
-    sys.exit(subprocess.call(argv))
+    sys.exit(subprocess.call(argv, env={**os.environ, **env}))

@@ -1,0 +1,115 @@
+"""The rollout half of training on the CPU, as verl runs it with ``rollout.name=hf``: a local
+Ray cluster, verl's LLMServerManager launching our HFReplica (found through the registry that
+``VERL_USE_EXTERNAL_MODULES`` fills in every Ray process), verl's AgentLoopManager with its
+Ray agent-loop worker running our CudaAgentLoop on the tiny Qwen2, the evaluator judging each
+episode's workspace on the CPU; then the trainer's weight path (our HFServerAdapter, as a
+trainer worker holds it) pushes changed weights, and the same prompts give other tokens whose
+log-probs match the new weights."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+
+import pytest
+
+pytest.importorskip("verl", reason="verl is not installed (pip install 'cuda-agent[train]')")
+ray = pytest.importorskip("ray")
+
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from cuda_agent.train import CONFIG_DIR  # noqa: E402
+from cuda_agent.train.data import JudgeSpec, agentic_rows, write_parquet  # noqa: E402
+from cuda_agent.train.stages import LaunchSpec, overrides, rollout_env  # noqa: E402
+
+RESPONSE = 24
+
+
+def _logprobs(model, out):
+    """Each response token's log-prob under ``model``, from one unpadded forward per row."""
+    b, rows = out.batch, []
+    prompt_w = b["prompts"].shape[1]
+    for i in range(len(b)):
+        keep = b["attention_mask"][i].bool()
+        ids = b["input_ids"][i][keep].unsqueeze(0)
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        lp = lp.gather(-1, ids[0, 1:].unsqueeze(-1)).squeeze(-1)
+        n_prompt, n_resp = int(b["attention_mask"][i, :prompt_w].sum()), int(b["attention_mask"][i, prompt_w:].sum())
+        rows.append(lp[n_prompt - 1:n_prompt - 1 + n_resp])
+    return rows
+
+
+@pytest.mark.slow  # ~40 s on 2 cores: a Ray cluster, a server actor, an agent-loop worker
+def test_hf_rollout_agent_loop_manager_episodes_and_weight_update(task, tiny_model, tokenizer, tmp_path):
+    from transformers import AutoModelForCausalLM
+    from verl.experimental.agent_loop.agent_loop import AgentLoopManager
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+    from verl.workers.rollout.llm_server import LLMServerManager
+
+    data = write_parquet(agentic_rows([task], JudgeSpec(device="cpu")), tmp_path / "agentic.parquet")
+    spec = LaunchSpec(stage=4, model=str(tiny_model), data=[str(data)], gpus=1, rollout="hf",
+                      resume_from=str(tmp_path / "global_step_1"))
+    args = overrides(spec) + [
+        "data.max_prompt_length=8192", f"data.max_response_length={RESPONSE}",
+        "actor_rollout_ref.rollout.agent.num_workers=1", "actor_rollout_ref.rollout.temperature=0",
+        "actor_rollout_ref.rollout.n_gpus_per_node=1", "actor_rollout_ref.rollout.nnodes=1"]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose("stage4_agentic", overrides=args)
+    assert cfg.actor_rollout_ref.rollout.name == "hf"
+    env = rollout_env(spec)  # what `cuda-agent train stage 4 --rollout hf` exports to verl's processes
+    assert env == {"VERL_USE_EXTERNAL_MODULES": "cuda_agent.train.hf_rollout"}
+    # this process imported verl before: do what verl's import does with the variable
+    importlib.import_module(env["VERL_USE_EXTERNAL_MODULES"])
+    rows = RLHFDataset(str(data), tokenizer, cfg.data)
+
+    def batch():  # the same prompt twice
+        return DataProto.from_single_dict(collate_fn([rows[0], rows[0]]))
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+                                       **env}})
+    try:
+        servers = LLMServerManager.create(config=cfg)  # standalone: our replica's server on the CPU
+        (replica,) = servers.get_replicas()
+        assert type(replica).__name__ == "HFReplica"
+        loops = AgentLoopManager.create(config=cfg, llm_client=servers.get_client())
+        first = loops.generate_sequences(batch())
+
+        # the trainer's weight path: the adapter a trainer worker builds, fed changed weights
+        from verl.workers.rollout.base import get_rollout_class
+
+        adapter = get_rollout_class("hf", "async")(config=cfg.actor_rollout_ref.rollout,
+                                                   model_config=cfg.actor_rollout_ref.model, device_mesh=None)
+        changed = AutoModelForCausalLM.from_pretrained(tiny_model)
+        torch.manual_seed(1)
+        with torch.no_grad():
+            for p in changed.parameters():
+                p.add_(torch.randn_like(p) * 0.5)
+        asyncio.run(adapter.release())  # the trainer runs: the model waits in host memory
+        asyncio.run(adapter.resume(tags=["weights"]))
+        asyncio.run(adapter.update_weights(iter(changed.state_dict().items()), global_steps=1))
+        second = loops.generate_sequences(batch())
+    finally:
+        ray.shutdown()
+
+    original = AutoModelForCausalLM.from_pretrained(tiny_model)
+    for out, model in ((first, original), (second, changed)):
+        b = out.batch
+        assert b["responses"].shape == (2, RESPONSE)
+        mask = b["response_mask"]
+        assert mask.sum() > 0
+        # every episode was judged by the evaluator: the untouched starter uses torch ops -> rejected
+        assert list(out.non_tensor_batch["correct"]) == [False, False]
+        assert b["rm_scores"].sum(-1).tolist() == [-1.0, -1.0]
+        # the server's log-probs are the model's own, token by token
+        for i, ref in enumerate(_logprobs(model, out)):
+            got = b["rollout_log_probs"][i, :len(ref)]
+            assert torch.allclose(got, ref, atol=2e-3), (got - ref).abs().max()
+    # greedy on both sides: the same prompt gives the same tokens for one set of weights ...
+    assert torch.equal(first.batch["responses"][0], first.batch["responses"][1])
+    # ... and other tokens after the trainer's push
+    assert not torch.equal(first.batch["responses"][0], second.batch["responses"][0])
