@@ -164,3 +164,41 @@ def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmu
     if importlib.util.find_spec("verl") is None:
         raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
     sys.exit(subprocess.call(argv, env={**os.environ, **env}))
+
+
+@train_group.command("chain")
+@click.option("--preset", type=click.Choice(["tiny", "cpu-smoke"]), default="tiny", show_default=True,
+              help="model and run sizes (train/chain.py PRESETS).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="run directory.")
+@device_option(local=False, default="cuda", help="device of the evaluator and the trainer.")
+@click.option("--rollout", type=click.Choice(["hf", "vllm", "sglang"]), default="hf", show_default=True,
+              help="rollout backend of the PPO stages.")
+@click.option("--stages", default="1,2,3,4", show_default=True,
+              help="which stages to run after the warm start (comma list; 0 = warm start only).")
+@click.option("--stage-timeout", type=click.IntRange(30), default=600, show_default=True,
+              help="seconds each stage may run.")
+@click.option("--copy-to", type=click.Path(path_type=Path), default=None,
+              help="also copy the summary, logs, metrics and plots (small files) here.")
+def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, copy_to):
+    """Warm start a tiny model on scripted right and wrong solutions, then run stages 1-4 on
+    verl on one GPU (docs/training.md); summary.json and plots/ in the run directory."""
+    from .chain import PRESETS, Chain, copy_plots
+
+    try:
+        picked = tuple(int(s) for s in stages.split(",") if s.strip())
+    except ValueError:
+        raise click.UsageError(f"--stages takes a comma list of 0-4, not {stages!r}") from None
+    if any(s not in range(5) for s in picked):
+        raise click.UsageError(f"--stages takes a comma list of 0-4, not {stages!r}")
+    if rollout == "hf" and any(s in picked for s in (1, 3, 4)) and importlib.util.find_spec("verl") is None:
+        raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
+    chain = Chain(out_dir, PRESETS[preset], device=device, rollout=rollout, stage_timeout_s=stage_timeout,
+                  echo=click.echo)
+    try:
+        s = chain.run(tuple(x for x in picked if x))
+    finally:
+        if copy_to:
+            copy_plots(chain.out, copy_to)
+    failed = [r for r in s["stages"] if r["rc"] not in (0, None)]
+    click.echo(f"summary: {chain.out / 'summary.json'}; plots: {chain.out / 'plots'}")
+    sys.exit(1 if failed else 0)

@@ -62,6 +62,8 @@ class LaunchSpec:
     """Stage 3: value-pretraining steps (critic only)."""
     steps: int | None = None
     """Stage 4: agentic steps after the resumed ones."""
+    agent_loop: str | None = None
+    """Stages 3-4: the agent-loop registration YAML (default: configs/agent_loop.yaml)."""
     rollout: str = "vllm"
     """PPO stages: the rollout backend, one of :data:`ROLLOUTS`."""
     overrides: list[str] = field(default_factory=list)
@@ -92,7 +94,8 @@ def overrides(spec: LaunchSpec) -> list[str]:
         if spec.rollout == "hf":  # one whole model per GPU (verl's default tensor parallelism is 2)
             out.append("actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     if spec.stage in (3, 4):
-        out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={CONFIG_DIR / 'agent_loop.yaml'}")
+        reg = Path(spec.agent_loop).resolve() if spec.agent_loop else CONFIG_DIR / "agent_loop.yaml"
+        out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={reg}")
     if spec.stage == 3 and spec.warmup_steps is not None:
         if spec.warmup_steps < 1:
             raise StageError("--warmup-steps must be at least 1")

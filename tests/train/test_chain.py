@@ -1,0 +1,110 @@
+"""The CPU-runnable parts of ``cuda-agent train chain``: the scripted right/wrong solutions as
+the evaluator judges them (C++ on the CPU, the same template as the CUDA ones), the warm start
+(tokenizer, tiny model, fitting, data files), stage-1 samples -> RFT rows, the stage commands
+the chain launches, and the plots.  verl's trainers themselves need a GPU (test_gpu.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuda_agent.train.chain import (PRESETS, Chain, answer_text, encode_example, episode_messages, plot_stage,
+                                    read_metrics, rft_rows_from_samples, scripted_tasks, solution)
+from cuda_agent.train.data import single_turn_messages
+from cuda_agent.train.reward_fn import compute_score
+
+
+def test_right_solution_passes_and_wrong_one_fails_on_the_cpu():
+    (st,) = scripted_tasks(1, "cpu")
+    info = {"task_id": st.task.id, "task_sha": st.task.sha, "device": "cpu", "timing": False}
+    right = compute_score("cuda_agent", answer_text(st.right), st.task.source, info)
+    wrong = compute_score("cuda_agent", answer_text(st.wrong), st.task.source, info)
+    assert right["correct"] and right["score"] > 0, right
+    assert wrong["compiled"] and not wrong["correct"] and wrong["score"] < 0, wrong
+
+
+def test_cuda_solutions_are_cuda_files():
+    files = solution("relu", "v", "cuda")
+    assert set(files) == {"kernels/relu.cu", "kernels/relu_binding.cpp", "model_new.py"}
+    assert "cuda_agent_stream()" in files["kernels/relu_binding.cpp"] and "<<<" in files["kernels/relu.cu"]
+    with pytest.raises(ValueError):
+        scripted_tasks(0, "cuda")
+
+
+def test_scripted_episode_uses_the_real_tools():
+    (st,) = scripted_tasks(1, "cpu")
+    msgs, tools = episode_messages(st, st.right, "cpu")
+    assert {t["function"]["name"] for t in tools} >= {"Write", "Read", "Bash"}
+    calls = [m["tool_calls"][0]["function"]["name"] for m in msgs if m.get("tool_calls")]
+    assert calls == ["Write", "Write", "Read", "Write"]
+    results = [m["content"] for m in msgs if m["role"] == "tool"]
+    assert all(not r.startswith("Error") for r in results), results  # Read before the model_new.py Write
+    assert msgs[-1] == {"role": "assistant", "content": "ModelNew calls my kernel."}
+
+
+def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    chain = Chain(tmp_path / "run", PRESETS["cpu-smoke"], device="cpu", echo=lambda s: None)
+    info = chain.prepare()
+    assert info["examples"] == 4 and info["warm_loss_last"] < info["warm_loss_first"] + 0.5
+    tok = AutoTokenizer.from_pretrained(chain.model0)
+    model = AutoModelForCausalLM.from_pretrained(chain.model0)
+    assert model.config.vocab_size == len(tok) and tok.eos_token == "<|im_end|>"
+    # the prompt is a prefix of the conversation, and only the answer is learnt
+    (st,) = chain.scripted
+    msgs = single_turn_messages(st.task, "cpu") + [{"role": "assistant", "content": answer_text(st.right)}]
+    ids, labels = encode_example(tok, msgs, None, 2)
+    n = sum(1 for x in labels if x != -100)
+    assert 0 < n < len(ids) and tok.decode(ids[-n:]).startswith('<file path="kernels/relu.cpp">')
+    assert info["prompt_tokens_max"] > len(ids) - n
+    for f in ("single_turn.parquet", "agentic.parquet"):
+        assert (chain.data / f).stat().st_size > 0
+    assert (tmp_path / "run" / "plots" / "0_warm_start.png").stat().st_size > 0
+
+
+def test_rft_rows_keep_positive_samples(tmp_path):
+    sts = scripted_tasks(2, "cuda")
+    tasks = {s.task.id: s.task for s in sts}
+    d = tmp_path / "samples"
+    d.mkdir()
+    lines = [{"input": "p", "output": answer_text(sts[0].right), "gts": sts[0].task.source, "score": 1.0, "step": 1},
+             {"input": "p", "output": answer_text(sts[1].wrong), "gts": sts[1].task.source, "score": -1.0, "step": 1},
+             {"input": "p", "output": "x", "gts": "not a task", "score": 1.0, "step": 2}]
+    (d / "1.jsonl").write_text("\n".join(json.dumps(x) for x in lines[:2]) + "\n")
+    (d / "2.jsonl").write_text(json.dumps(lines[2]) + "\n")
+    rows, seen = rft_rows_from_samples(d, tasks, "cuda")
+    assert seen == {"read": 3, "kept": 1, "not above min_reward": 1, "unknown task": 1}
+    (row,) = rows
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+    assert row["messages"][-1]["content"] == answer_text(sts[0].right) and row["task_id"] == "chain/relu"
+
+
+def test_stage_commands_of_the_chain(tmp_path):
+    from cuda_agent.train.stages import LaunchSpec, command
+
+    chain = Chain(tmp_path, PRESETS["tiny"], echo=lambda s: None)
+    chain.prompt_len = 7000
+    reg = chain.agent_loop_yaml(tmp_path / "s3", tmp_path / "pool.sqlite")
+    import yaml
+
+    (entry,) = yaml.safe_load(reg.read_text())
+    assert entry["pool_db"] == str(tmp_path / "pool.sqlite") and entry["timing"] is False
+    argv = command(LaunchSpec(stage=3, model="/m", data=["/d.parquet"], gpus=1, warmup_steps=3, rollout="hf",
+                              agent_loop=str(reg), overrides=chain.ppo_overrides(2048)))
+    assert f"actor_rollout_ref.rollout.agent.agent_loop_config_path={reg}" in argv
+    assert "actor_rollout_ref.rollout.name=hf" in argv and "trainer.critic_warmup=4" in argv
+    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=9048" in argv
+
+
+def test_metrics_and_plots(tmp_path):
+    m = tmp_path / "metrics.jsonl"
+    m.write_text("\n".join(json.dumps({"step": i, "data": {"critic/score/mean": 0.1 * i, "actor/entropy": 1.0 / i,
+                                                          "critic/vf_explained_var": -0.5 + 0.2 * i}})
+                           for i in (1, 2, 3)) + "\n")
+    rows = read_metrics(m)
+    assert [r["step"] for r in rows] == [1, 2, 3] and rows[2]["actor/entropy"] == pytest.approx(1 / 3)
+    png = plot_stage("stage", rows, tmp_path / "p.png")
+    assert png and png.stat().st_size > 1000
+    assert plot_stage("empty", [{"step": 1}], tmp_path / "q.png") is None
