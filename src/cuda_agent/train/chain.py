@@ -54,6 +54,9 @@ class Preset:
     warm_lr: float
     ppo_steps: int
     batch: int
+    """Stage-1 prompts per step."""
+    agentic_batch: int
+    """Stage-3/4 episodes per step."""
     single_response: int
     agentic_response: int
     max_turns: int
@@ -65,11 +68,11 @@ PRESETS = {
     # ~3M parameters; prompts ~5.1K (single turn) / ~6.7K (agentic) tokens, a scripted answer ~450,
     # a scripted episode ~1K response tokens with its tool outputs.  A PPO step is dominated by Ray/FSDP overheads and the CUDA checks
     "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=1500, warm_lr=1e-3,
-                   ppo_steps=3, batch=8, single_response=640, agentic_response=2048, max_turns=8,
+                   ppo_steps=3, batch=8, agentic_batch=4, single_response=640, agentic_response=2048, max_turns=8,
                    actor_lr=1e-5, critic_lr=1e-4),
     # a CPU smoke run of the pieces that run without verl's trainers (tests)
     "cpu-smoke": Preset("cpu-smoke", hidden=32, layers=1, heads=2, vocab=800, n_tasks=1, warm_steps=3,
-                        warm_lr=1e-3, ppo_steps=1, batch=2, single_response=256, agentic_response=1024,
+                        warm_lr=1e-3, ppo_steps=1, batch=2, agentic_batch=2, single_response=256, agentic_response=1024,
                         max_turns=4, actor_lr=1e-5, critic_lr=1e-4),
 }
 
@@ -428,7 +431,7 @@ class Chain:
         self.scripted = scripted_tasks(p.n_tasks, d)
         self.tasks = {s.task.id: s.task for s in self.scripted}
         judge = JudgeSpec(device=d, rules="strict", reward="paper")
-        reps = max(1, -(-2 * p.batch // p.n_tasks))  # at least two batches of rows
+        reps = max(1, -(-2 * max(p.batch, p.agentic_batch) // p.n_tasks))  # at least two batches of rows
         single = single_turn_rows([s.task for s in self.scripted] * reps, judge)
         agentic = agentic_rows([s.task for s in self.scripted] * reps, judge)
         for r in single + agentic:  # correctness-only rewards: -1 wrong, +1 right; no timing runs
@@ -486,18 +489,18 @@ class Chain:
                    self.out / "plots" / "0_warm_start.png")
 
     # -- verl stages ------------------------------------------------------------------
-    def ppo_overrides(self, response: int) -> list[str]:
+    def ppo_overrides(self, response: int, batch: int) -> list[str]:
         p = self.preset
         tokens = self.prompt_len + response
         return [
-            f"data.train_batch_size={p.batch}", f"data.max_prompt_length={self.prompt_len}",
+            f"data.train_batch_size={batch}", f"data.max_prompt_length={self.prompt_len}",
             f"data.max_response_length={response}", "data.dataloader_num_workers=0",
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={p.batch}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
             f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={tokens}",
             f"actor_rollout_ref.actor.optim.lr={p.actor_lr}",
             f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={tokens}",
             "actor_rollout_ref.rollout.agent.num_workers=2", "actor_rollout_ref.rollout.nnodes=1",
-            f"actor_rollout_ref.rollout.max_num_seqs={p.batch}",
+            f"actor_rollout_ref.rollout.max_num_seqs={batch}",
             # the fitted model is sure of its code but not of the one expression it saw right and
             # wrong: a cooler sample keeps the boilerplate intact (verl scales the trainer's
             # log-probs by the same temperature)
@@ -556,7 +559,7 @@ class Chain:
         p = self.preset
         spec = LaunchSpec(stage=1, model=str(self.model0), data=[str(self.data / "single_turn.parquet")], gpus=1,
                           out_dir=str(self.out / "1_single_turn" / "ckpt"), rollout=self.rollout,
-                          overrides=self.ppo_overrides(p.single_response) + [
+                          overrides=self.ppo_overrides(p.single_response, p.batch) + [
                               f"trainer.total_training_steps={p.ppo_steps}",
                               f"trainer.rollout_data_dir={self.out / '1_single_turn' / 'samples'}"])
         run = self.run_stage("1_single_turn", spec)
@@ -588,7 +591,7 @@ class Chain:
     def stage34(self, model: Path, pool_db: Path | None) -> None:
         p = self.preset
         d3, d4 = self.out / "3_value_pretrain", self.out / "4_agentic"
-        common = self.ppo_overrides(p.agentic_response)
+        common = self.ppo_overrides(p.agentic_response, p.agentic_batch)
         spec3 = LaunchSpec(stage=3, model=str(model), data=[str(self.data / "agentic.parquet")], gpus=1,
                            out_dir=str(d3 / "ckpt"), warmup_steps=p.ppo_steps, rollout=self.rollout,
                            agent_loop=str(self.agent_loop_yaml(d3, pool_db)), overrides=common)
@@ -654,8 +657,10 @@ class pool:
     def __enter__(self) -> Path:
         self.d.mkdir(parents=True, exist_ok=True)
         db, log = self.d / "pool.sqlite", self.d / "serve.log"
+        # one GPU checks one job at a time; builds run beside it
+        slots = ["--slots", "1"] if self.device == "cpu" else ["--build-workers", "8"]
         self.proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.cli import main; main()", "pool", "serve",
-                                      "--db", str(db), "--device", self.device, "--slots", "1"],
+                                      "--db", str(db), "--device", self.device, *slots],
                                      stdout=log.open("w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while "SIGINT or SIGTERM stops" not in log.read_text():
