@@ -108,3 +108,30 @@ def test_metrics_and_plots(tmp_path):
     png = plot_stage("stage", rows, tmp_path / "p.png")
     assert png and png.stat().st_size > 1000
     assert plot_stage("empty", [{"step": 1}], tmp_path / "q.png") is None
+
+
+def test_episode_stats_and_checkpoint_lookup(tmp_path):
+    from cuda_agent.agent.trajectory import Trajectory, append_jsonl
+    from cuda_agent.train.chain import _hf_dir, episode_stats
+
+    call = {"id": "c", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+    for i, (calls, reward) in enumerate([(2, 1.0), (0, -1.0)]):
+        msgs = [{"role": "user", "content": "u"}] + [{"role": "assistant", "content": "", "tool_calls": [call]},
+                                                     {"role": "tool", "tool_call_id": "c", "content": "r"}] * calls
+        append_jsonl(tmp_path / "traj" / f"e{i}" / "trajectory.jsonl", Trajectory(
+            id=f"e{i}", task_id="t", task_sha="s", model="m", backend="b", reward=reward, stop_reason="finished",
+            messages=msgs + [{"role": "assistant", "content": "done"}]))
+    s = episode_stats(tmp_path / "traj")
+    assert s["episodes"] == 2 and s["with_tool_calls"] == 1 and s["tool_calls_max"] == 2
+    assert s["final_rewards"] == {"-1.0": 1, "1.0": 1} and s["stop_reasons"] == {"finished": 2}
+    assert episode_stats(tmp_path / "none")["episodes"] == 0
+    # the actor's Hugging Face weights of the last step, never the critic's; the tokenizer copied in
+    for step in (1, 3):
+        for role in ("actor", "critic"):
+            (tmp_path / "ck" / f"global_step_{step}" / role / "huggingface").mkdir(parents=True)
+            (tmp_path / "ck" / f"global_step_{step}" / role / "huggingface" / "config.json").write_text("{}")
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    hf = _hf_dir(tmp_path / "ck", "actor", tmp_path / "tok")
+    assert hf == tmp_path / "ck" / "global_step_3" / "actor" / "huggingface" and (hf / "tokenizer.json").is_file()
+    assert _hf_dir(tmp_path / "nothing", "actor") is None

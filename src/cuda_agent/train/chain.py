@@ -563,7 +563,7 @@ class Chain:
                               f"trainer.total_training_steps={p.ppo_steps}",
                               f"trainer.rollout_data_dir={self.out / '1_single_turn' / 'samples'}"])
         run = self.run_stage("1_single_turn", spec)
-        return _hf_dir(self.out / "1_single_turn" / "ckpt", "actor") if run.rc == 0 else None
+        return _hf_dir(self.out / "1_single_turn" / "ckpt", "actor", self.model0) if run.rc == 0 else None
 
     def stage2(self, stage1_model: Path) -> Path | None:
         rows, seen = rft_rows_from_samples(self.out / "1_single_turn" / "samples", self.tasks, self.device)
@@ -586,7 +586,7 @@ class Chain:
                                      "trainer.logger=[console,file]",
                                      "+model.override_config.attn_implementation=sdpa"])
         run = self.run_stage("2_rft", spec)
-        return _hf_dir(d / "ckpt", None) if run.rc == 0 else None
+        return _hf_dir(d / "ckpt", None, self.model0) if run.rc == 0 else None
 
     def stage34(self, model: Path, pool_db: Path | None) -> None:
         p = self.preset
@@ -595,14 +595,18 @@ class Chain:
         spec3 = LaunchSpec(stage=3, model=str(model), data=[str(self.data / "agentic.parquet")], gpus=1,
                            out_dir=str(d3 / "ckpt"), warmup_steps=p.ppo_steps, rollout=self.rollout,
                            agent_loop=str(self.agent_loop_yaml(d3, pool_db)), overrides=common)
-        if self.run_stage("3_value_pretrain", spec3).rc != 0:
+        run3 = self.run_stage("3_value_pretrain", spec3)
+        run3.metrics["episodes"] = episode_stats(d3 / "trajectories")
+        if run3.rc != 0:
             return
         step = d3 / "ckpt" / f"global_step_{p.ppo_steps}"
         spec4 = LaunchSpec(stage=4, model=str(model), data=[str(self.data / "agentic.parquet")], gpus=1,
                            out_dir=str(d4 / "ckpt"), resume_from=str(step), steps=p.ppo_steps, rollout=self.rollout,
                            agent_loop=str(self.agent_loop_yaml(d4, pool_db)),
                            overrides=common + [f"trainer.rollout_data_dir={d4 / 'samples'}"])
-        self.run_stage("4_agentic", spec4)
+        run4 = self.run_stage("4_agentic", spec4)
+        run4.metrics["episodes"] = episode_stats(d4 / "trajectories")
+        self.echo(f"== 4_agentic episodes: {json.dumps(run4.metrics['episodes'])}")
 
     def summary(self) -> dict[str, Any]:
         s = {"preset": asdict(self.preset), "device": self.device, "rollout": self.rollout,
@@ -633,14 +637,41 @@ class Chain:
         return s
 
 
-def _hf_dir(ckpt: Path, role: str | None) -> Path | None:
-    """The Hugging Face weights of the last checkpoint under ``ckpt``."""
+def _hf_dir(ckpt: Path, role: str | None, tokenizer_from: Path | None = None) -> Path | None:
+    """The Hugging Face weights of the last checkpoint under ``ckpt`` (the ``role`` subdirectory
+    when there is one; never the critic's), with the tokenizer copied in if the save left it out."""
     steps = sorted(ckpt.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
     if not steps:
         return None
-    base = steps[-1] / role if role else steps[-1]
-    found = sorted(base.rglob("huggingface/config.json"))
-    return found[0].parent if found else None
+    base = steps[-1] / role if role and (steps[-1] / role).is_dir() else steps[-1]
+    found = [p.parent for p in sorted(base.rglob("huggingface/config.json")) if "critic" not in p.parts]
+    if not found:
+        return None
+    hf = found[0]
+    if tokenizer_from and not (hf / "tokenizer.json").is_file():
+        for f in tokenizer_from.iterdir():
+            if f.name.startswith("tokenizer") or f.name in ("chat_template.jinja", "special_tokens_map.json"):
+                shutil.copyfile(f, hf / f.name)
+    return hf
+
+
+def episode_stats(traj_dir: Path) -> dict[str, Any]:
+    """Agentic episodes written by the agent loop: how many, their tool calls and rewards."""
+    from ..agent.trajectory import Trajectory
+
+    calls, rewards, stops = [], [], {}
+    for f in sorted(traj_dir.rglob("trajectory.jsonl")) if traj_dir.is_dir() else []:
+        for line in f.read_text().splitlines():
+            if not line.strip():
+                continue
+            t = Trajectory.from_dict(json.loads(line))
+            calls.append(sum(len(m.get("tool_calls") or []) for m in t.messages if m.get("role") == "assistant"))
+            rewards.append(t.reward)
+            stops[t.stop_reason] = stops.get(t.stop_reason, 0) + 1
+    n = len(calls)
+    return {"episodes": n, "with_tool_calls": sum(c > 0 for c in calls),
+            "tool_calls_mean": round(sum(calls) / n, 2) if n else 0.0, "tool_calls_max": max(calls, default=0),
+            "final_rewards": {str(r): rewards.count(r) for r in sorted(set(rewards), key=str)}, "stop_reasons": stops}
 
 
 def _tail(path: Path, n: int) -> list[str]:

@@ -98,7 +98,7 @@ class HFServer:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         # bf16 (the rollout's dtype) on a GPU; full precision on the CPU, where bf16 is slow
         dtype = getattr(torch, str(self.config.dtype)) if self.device.type == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(mc.local_path, torch_dtype=dtype,
+        self.model = AutoModelForCausalLM.from_pretrained(mc.local_path, dtype=dtype,
                                                           trust_remote_code=mc.trust_remote_code)
         self.model.to(self.device).eval()
         gen = self.model.generation_config
