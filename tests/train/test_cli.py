@@ -80,7 +80,11 @@ def test_stage_dry_run_and_errors(tmp_path):
     r = CliRunner().invoke(main, base + ["2", "--model", "/m", "--data", str(data), "--dry-run", "oops"])
     assert r.exit_code == 2 and "key=value" in r.output
     r = CliRunner().invoke(main, base + ["1", "--model", "/m", "--data", str(tmp_path / "none.parquet")])
-    assert r.exit_code == 2 and "data file not found" in r.output
+    assert r.exit_code == 2 and "file not found" in r.output
+    reg = tmp_path / "loop.yaml"
+    reg.write_text("- name: cuda_agent\n")
+    r = CliRunner().invoke(main, base + ["3", "--model", "/m", "--data", str(data), "--agent-loop", str(reg), "--dry-run"])
+    assert r.exit_code == 0 and f"agent_loop_config_path={reg}" in r.output, r.output
     r = CliRunner().invoke(main, base + ["5", "--model", "/m", "--data", str(data)])
     assert r.exit_code == 2
 

@@ -135,10 +135,12 @@ def rft_command(trajectories, out, min_reward, reward_field, as_json):
 @click.option("--steps", type=click.IntRange(1), default=None, help="stage 4: agentic steps after the resumed ones.")
 @click.option("--rollout", type=click.Choice(["vllm", "sglang", "hf"]), default="vllm", show_default=True,
               help="PPO stages (1, 3, 4): rollout backend; hf = transformers generate (one GPU, no vLLM).")
+@click.option("--agent-loop", "agent_loop", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="stages 3-4: agent-loop registration YAML (default: the package's configs/agent_loop.yaml).")
 @click.option("--dry-run", is_flag=True, help="print the command, do not run it.")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, rollout, dry_run,
-                  overrides):
+def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, rollout, agent_loop,
+                  dry_run, overrides):
     """Print (--dry-run) or run the verl command of stage NUMBER; trailing key=value
     arguments are passed to verl as overrides."""
     from .stages import STAGES, LaunchSpec, StageError, command, rollout_env
@@ -146,12 +148,13 @@ def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmu
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise click.UsageError(f"extra arguments must be verl overrides key=value, not {' '.join(bad)}")
-    missing = [str(d) for d in data if not d.is_file()]
+    missing = [str(d) for d in data if not d.is_file()] + ([str(agent_loop)] if agent_loop and not agent_loop.is_file() else [])
     if missing and not dry_run:
-        raise click.UsageError(f"data file not found: {', '.join(missing)}")
+        raise click.UsageError(f"file not found: {', '.join(missing)}")
     spec = LaunchSpec(stage=number, model=model, data=[str(d) for d in data], gpus=gpus, nnodes=nnodes,
                       out_dir=str(out_dir) if out_dir else None, resume_from=resume_from,
-                      warmup_steps=warmup_steps, steps=steps, rollout=rollout, overrides=list(overrides))
+                      warmup_steps=warmup_steps, steps=steps, rollout=rollout,
+                      agent_loop=str(agent_loop) if agent_loop else None, overrides=list(overrides))
     try:
         argv = command(spec)
     except StageError as e:
