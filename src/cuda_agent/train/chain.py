@@ -318,6 +318,8 @@ def warm_start(model, examples: list[tuple[list[int], list[int]]], steps: int, l
         if step % 25 == 0 or step == steps - 1:
             log({"warm_step": step, "loss": losses[-1]})
     model.eval().to("cpu")
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the stages run in other processes on this GPU
     return losses
 
 
@@ -582,7 +584,9 @@ class Chain:
         spec = LaunchSpec(stage=2, model=str(stage1_model), data=[str(data)], gpus=1, out_dir=str(d / "ckpt"),
                           overrides=["data.train_batch_size=4", "data.micro_batch_size_per_gpu=1",
                                      f"data.max_length={longest}", "data.truncation=right", "data.num_workers=0",
-                                     "trainer.total_training_steps=4", "trainer.save_freq=4",
+                                     # the step count ends the run (verl stops at total_epochs too)
+                                     "trainer.total_epochs=100", "trainer.total_training_steps=4",
+                                     "trainer.save_freq=4",
                                      "trainer.logger=[console,file]",
                                      "+model.override_config.attn_implementation=sdpa"])
         run = self.run_stage("2_rft", spec)

@@ -270,8 +270,11 @@ class HFReplica(RolloutReplica):
         if node_id is not None:
             opts["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 node_id=node_id, soft=False)
-        if cuda_visible_devices is not None:  # share the trainer worker's GPU: Ray must not hide it
-            opts["runtime_env"] = {"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}
+        if cuda_visible_devices is not None:
+            # share the trainer worker's GPU: Ray must not reset the variable, and the process starts
+            # with it (an import that initialises CUDA before __init__ would otherwise see every GPU)
+            opts["runtime_env"] = {"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
+                                                "CUDA_VISIBLE_DEVICES": cuda_visible_devices}}
         return ray.remote(HFServer).options(**opts).remote(
             self.config, self.model_config, replica_rank=self.replica_rank,
             cuda_visible_devices=cuda_visible_devices, device=device)
