@@ -13,8 +13,10 @@
 # Usage (device machine, repo root): bash scripts/gpu_train.sh OUTDIR [tests|chain]
 #   tests: pytest tests/train (CPU tests + the gpu test), ~2.5 min
 #   chain: `cuda-agent train chain --preset tiny` (warm start + stages 1-4 on verl, hf rollout,
-#          checks on this GPU); its summary, logs, metrics and plots go to OUTDIR/chain
-#          (checkpoints stay in /tmp: too big to come back). CHAIN_LIMIT (s) bounds it.
+#          checks on this GPU); its summary, logs, metrics and plots go to OUTDIR/chain. The run
+#          directory is .train-run/chain in the checkout (git-ignored: checkpoints are too big to
+#          come back, and a warm machine keeps it), so the same command again continues a chain
+#          cut by CHAIN_LIMIT (s) from the first stage without output.
 set -u
 OUT=${1:-/tmp/train-out}; MODE=${2:-tests}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -28,11 +30,11 @@ python3 -c "import verl, ray, transformers, pandas, pyarrow, torch; print('verl'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/versions.txt"
 if [ "$MODE" = chain ]; then
   T0=$(date +%s)
-  timeout -k 10 "${CHAIN_LIMIT:-480}" python3 -m cuda_agent.cli train chain --preset tiny --out /tmp/chain \
+  timeout -k 10 "${CHAIN_LIMIT:-480}" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
     --device cuda --rollout hf --stage-timeout "${STAGE_LIMIT:-240}" --copy-to "$OUT/chain" 2>&1 | tee "$OUT/chain.log" | grep -E "^(==|warm|summary)"
   echo "chain: exit ${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/chain.log"
   # after a timeout the copy in the chain's `finally` may not have run: copy what is there
-  python3 -c "from pathlib import Path; from cuda_agent.train.chain import copy_plots; copy_plots(Path('/tmp/chain'), Path('$OUT/chain'))"
+  python3 -c "from pathlib import Path; from cuda_agent.train.chain import copy_plots; copy_plots(Path('.train-run/chain'), Path('$OUT/chain'))"
   exit 0
 fi
 timeout "${TRAIN_LIMIT:-500}" python3 -m pytest tests/train -q -p no:cacheprovider -o addopts="" -rs --durations=6 \

@@ -62,6 +62,14 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     for f in ("single_turn.parquet", "agentic.parquet"):
         assert (chain.data / f).stat().st_size > 0
     assert (tmp_path / "run" / "plots" / "0_warm_start.png").stat().st_size > 0
+    # a second chain into the same directory continues: the warm start is reused, stages whose
+    # output exists are not run again
+    again = Chain(tmp_path / "run", PRESETS["cpu-smoke"], device="cpu", echo=lambda s: None)
+    assert again.prepare()["reused"] and again.prompt_len == chain.prompt_len
+    done = tmp_path / "run" / "x_stage" / "out"
+    done.mkdir(parents=True)
+    run = again.run_stage("x_stage", None, done=done)
+    assert run.rc == 0 and run.note.startswith("reused")
 
 
 def test_rft_rows_keep_positive_samples(tmp_path):

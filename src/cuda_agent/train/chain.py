@@ -67,7 +67,7 @@ class Preset:
 PRESETS = {
     # ~3M parameters; prompts ~5.1K (single turn) / ~6.7K (agentic) tokens, a scripted answer ~450,
     # a scripted episode ~1K response tokens with its tool outputs.  A PPO step is dominated by Ray/FSDP overheads and the CUDA checks
-    "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=1500, warm_lr=1e-3,
+    "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=2500, warm_lr=1e-3,
                    ppo_steps=3, batch=8, agentic_batch=4, single_response=640, agentic_response=2048, max_turns=8,
                    actor_lr=1e-5, critic_lr=1e-4),
     # a CPU smoke run of the pieces that run without verl's trainers (tests)
@@ -300,8 +300,13 @@ def warm_start(model, examples: list[tuple[list[int], list[int]]], steps: int, l
     """Plain next-token fitting of the scripted examples (batch of one, AdamW); returns the losses."""
     import torch
 
+    import math
+
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warm = max(1, steps // 20)  # linear warm-up, then cosine down to 5%: a low final loss, so samples keep the code intact
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * (
+        0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / max(1, steps))))))
     rng = random.Random(0)
     losses = []
     for step in range(steps):
@@ -314,10 +319,16 @@ def warm_start(model, examples: list[tuple[list[int], list[int]]], steps: int, l
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sched.step()
         losses.append(float(loss.detach()))
         if step % 25 == 0 or step == steps - 1:
             log({"warm_step": step, "loss": losses[-1]})
-    model.eval().to("cpu")
+    model.eval()
+    with torch.no_grad(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+        final = [float(model(input_ids=torch.tensor([i], device=device), labels=torch.tensor([y], device=device)).loss)
+                 for i, y in examples]
+    log({"final_loss_per_example": final})
+    model.to("cpu")
     if device == "cuda":
         torch.cuda.empty_cache()  # the stages run in other processes on this GPU
     return losses
@@ -450,6 +461,12 @@ class Chain:
         corpus = [m["content"] for msgs, _ in examples_msgs for m in msgs] + [
             json.dumps(t) for _, tools in examples_msgs if tools for t in tools]
         self.model0 = self.out / "model0"
+        done = self.out / "warm_start" / "info.json"
+        if done.is_file() and (self.model0 / "model.safetensors").is_file():  # an earlier run's warm start
+            info = json.loads(done.read_text())
+            self.prompt_len = int(info["prompt_tokens_max"])
+            self.echo(f"warm start: reused {self.model0}")
+            return {**info, "reused": True}
         tok = build_tokenizer(corpus, p.vocab, self.model0)
         examples = [encode_example(tok, msgs, tools, 2) for msgs, tools in examples_msgs]
         self.prompt_len = max(len(_ids(tok.apply_chat_template(m[:2], tokenize=True, add_generation_prompt=True,
@@ -528,9 +545,19 @@ class Chain:
         out.write_text(yaml.safe_dump(reg, sort_keys=False))
         return out
 
-    def run_stage(self, name: str, spec: LaunchSpec) -> StageRun:
+    def run_stage(self, name: str, spec: LaunchSpec, done: Path | None = None) -> StageRun:
+        """Run one verl stage; when ``done`` (its output) exists from an earlier run into the same
+        directory, reuse it: a chain cut by a time limit continues where it stopped."""
         d = self.out / name
         d.mkdir(parents=True, exist_ok=True)
+        if done is not None and done.exists():
+            run = StageRun(name, 0, 0.0, f"reused {done}")
+            rows = read_metrics(d / "metrics.jsonl")
+            if rows:
+                run.metrics = {k: rows[-1][v] for k, v in PLOTTED.items() if v in rows[-1]}
+            self.echo(f"== {name}: {run.note}")
+            self.runs.append(run)
+            return run
         argv = command(spec)
         env = {**os.environ, **rollout_env(spec), "VERL_FILE_LOGGER_PATH": str(d / "metrics.jsonl"),
                "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
@@ -564,8 +591,9 @@ class Chain:
                           overrides=self.ppo_overrides(p.single_response, p.batch) + [
                               f"trainer.total_training_steps={p.ppo_steps}",
                               f"trainer.rollout_data_dir={self.out / '1_single_turn' / 'samples'}"])
-        run = self.run_stage("1_single_turn", spec)
-        return _hf_dir(self.out / "1_single_turn" / "ckpt", "actor", self.model0) if run.rc == 0 else None
+        ckpt = self.out / "1_single_turn" / "ckpt"
+        run = self.run_stage("1_single_turn", spec, done=_hf_dir(ckpt, "actor") or ckpt / "none")
+        return _hf_dir(ckpt, "actor", self.model0) if run.rc == 0 else None
 
     def stage2(self, stage1_model: Path) -> Path | None:
         rows, seen = rft_rows_from_samples(self.out / "1_single_turn" / "samples", self.tasks, self.device)
@@ -589,7 +617,7 @@ class Chain:
                                      "trainer.save_freq=4",
                                      "trainer.logger=[console,file]",
                                      "+model.override_config.attn_implementation=sdpa"])
-        run = self.run_stage("2_rft", spec)
+        run = self.run_stage("2_rft", spec, done=_hf_dir(d / "ckpt", None) or d / "ckpt" / "none")
         return _hf_dir(d / "ckpt", None, self.model0) if run.rc == 0 else None
 
     def stage34(self, model: Path, pool_db: Path | None) -> None:
@@ -599,11 +627,11 @@ class Chain:
         spec3 = LaunchSpec(stage=3, model=str(model), data=[str(self.data / "agentic.parquet")], gpus=1,
                            out_dir=str(d3 / "ckpt"), warmup_steps=p.ppo_steps, rollout=self.rollout,
                            agent_loop=str(self.agent_loop_yaml(d3, pool_db)), overrides=common)
-        run3 = self.run_stage("3_value_pretrain", spec3)
+        step = d3 / "ckpt" / f"global_step_{p.ppo_steps}"
+        run3 = self.run_stage("3_value_pretrain", spec3, done=step)
         run3.metrics["episodes"] = episode_stats(d3 / "trajectories")
         if run3.rc != 0:
             return
-        step = d3 / "ckpt" / f"global_step_{p.ppo_steps}"
         spec4 = LaunchSpec(stage=4, model=str(model), data=[str(self.data / "agentic.parquet")], gpus=1,
                            out_dir=str(d4 / "ckpt"), resume_from=str(step), steps=p.ppo_steps, rollout=self.rollout,
                            agent_loop=str(self.agent_loop_yaml(d4, pool_db)),
@@ -621,8 +649,9 @@ class Chain:
     def run(self, stages: tuple[int, ...] = (1, 2, 3, 4)) -> dict[str, Any]:
         t0 = time.time()
         warm = self.prepare()
-        self.runs.append(StageRun("0_warm_start", 0, warm["warm_seconds"], "", {
-            "loss first": warm["warm_loss_first"], "loss last": warm["warm_loss_last"]}))
+        self.runs.append(StageRun("0_warm_start", 0, 0.0 if warm.get("reused") else warm["warm_seconds"],
+                                  "reused" if warm.get("reused") else "",
+                                  {"loss first": warm["warm_loss_first"], "loss last": warm["warm_loss_last"]}))
         model = self.model0
         if 1 in stages:
             m1 = self.stage1()
