@@ -143,3 +143,24 @@ def test_episode_stats_and_checkpoint_lookup(tmp_path):
     hf = _hf_dir(tmp_path / "ck", "actor", tmp_path / "tok")
     assert hf == tmp_path / "ck" / "global_step_3" / "actor" / "huggingface" and (hf / "tokenizer.json").is_file()
     assert _hf_dir(tmp_path / "nothing", "actor") is None
+
+
+def test_a_stage_ends_with_its_whole_process_group(tmp_path, monkeypatch):
+    import subprocess
+    import time
+
+    import cuda_agent.train.chain as mod
+
+    chain = Chain(tmp_path, PRESETS["cpu-smoke"], device="cpu", stage_timeout_s=2, echo=lambda s: None)
+    pid_file = tmp_path / "x" / "child.pid"
+
+    class Spec:  # a stage whose command leaves a background child behind, then hangs
+        stage = 2
+
+    monkeypatch.setattr(mod, "command", lambda spec: ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; sleep 300"])
+    run = chain.run_stage("x", Spec())
+    assert run.rc == 124 and "timed out" in run.note
+    child = int(pid_file.read_text())
+    time.sleep(0.5)
+    alive = subprocess.run(["ps", "-o", "stat=", "-p", str(child)], capture_output=True, text=True).stdout.strip()
+    assert alive in ("", "Z"), alive  # gone (or a zombie waiting for init)

@@ -566,11 +566,16 @@ class Chain:
         run = StageRun(name)
         t0 = time.time()
         with (d / "log.txt").open("w") as log:
+            # its own process group: a timeout (or our own SIGTERM) ends the stage with the local Ray
+            # cluster it started, so the next stage gets the GPU back
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=d,
+                                    start_new_session=True)
             try:
-                run.rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=d,
-                                        timeout=self.stage_timeout_s).returncode
+                run.rc = proc.wait(timeout=self.stage_timeout_s)
             except subprocess.TimeoutExpired:
                 run.rc, run.note = 124, f"timed out after {self.stage_timeout_s:.0f} s"
+            finally:
+                _end_group(proc)
         run.seconds = round(time.time() - t0, 1)
         rows = read_metrics(d / "metrics.jsonl")
         if rows:
@@ -705,6 +710,20 @@ def episode_stats(traj_dir: Path) -> dict[str, Any]:
     return {"episodes": n, "with_tool_calls": sum(c > 0 for c in calls),
             "tool_calls_mean": round(sum(calls) / n, 2) if n else 0.0, "tool_calls_max": max(calls, default=0),
             "final_rewards": {str(r): rewards.count(r) for r in sorted(set(rewards), key=str)}, "stop_reasons": stops}
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL, to the process group that ``proc`` leads (what is left of it)."""
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+        time.sleep(1)  # the group may outlive its leader by a moment
 
 
 def _tail(path: Path, n: int) -> list[str]:

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from dataclasses import asdict
@@ -169,6 +170,10 @@ def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmu
     sys.exit(subprocess.call(argv, env={**os.environ, **env}))
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 @train_group.command("chain")
 @click.option("--preset", type=click.Choice(["tiny", "cpu-smoke"]), default="tiny", show_default=True,
               help="model and run sizes (train/chain.py PRESETS).")
@@ -197,6 +202,8 @@ def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, copy_
         raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
     chain = Chain(out_dir, PRESETS[preset], device=device, rollout=rollout, stage_timeout_s=stage_timeout,
                   echo=click.echo)
+    # a SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the running stage's process group is ended
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         s = chain.run(tuple(x for x in picked if x))
     finally:
