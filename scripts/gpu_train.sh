@@ -7,7 +7,7 @@
 #     -d .whl-train verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 codetiming tensordict==0.10.0 \
 #     torchdata datasets dill multiprocess pylatexenc cachetools uvicorn fastapi starlette \
 #     pydantic==2.13.4 pydantic_core==2.46.4 annotated-types typing-inspection opentelemetry-api \
-#     importlib_metadata lazy-importer orjson pyvers
+#     importlib_metadata lazy-importer orjson pyvers annotated-doc
 #   pip wheel --no-deps -w .whl-train antlr4-python3-runtime==4.9.3     # sdist only: build it here
 # (wandb is left out: 20 MB, and verl imports it only when the wandb logger is on.)
 # Usage (device machine, repo root): bash scripts/gpu_train.sh OUTDIR [tests|chain]
