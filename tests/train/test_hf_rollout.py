@@ -113,3 +113,36 @@ def test_hf_rollout_agent_loop_manager_episodes_and_weight_update(task, tiny_mod
     assert torch.equal(first.batch["responses"][0], first.batch["responses"][1])
     # ... and other tokens after the trainer's push
     assert not torch.equal(first.batch["responses"][0], second.batch["responses"][0])
+
+
+def test_hf_server_batches_requests_and_returns_the_sampling_log_probs(tiny_model):
+    """The server without Ray: concurrent requests of different lengths share one ``generate``
+    call; sampled at temperature 0.7, each token's log-prob is the model's at that temperature
+    (verl's processed_logprobs, what the trainer recomputes), or the model's own (raw_logprobs)."""
+    from transformers import AutoModelForCausalLM
+
+    from cuda_agent.train.hf_rollout import HFServer
+    from verl.workers.config import HFModelConfig, RolloutConfig
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    prompts = [[1, 5, 7, 9, 11], [3, 4], [8, 8, 8]]
+    for mode, scale in (("processed_logprobs", 0.7), ("raw_logprobs", 1.0)):
+        server = HFServer(RolloutConfig(name="hf", prompt_length=64, response_length=16, logprobs_mode=mode),
+                          HFModelConfig(path=str(tiny_model)), device="cpu")
+
+        async def main():
+            params = {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 12}
+            outs = await asyncio.gather(*[server.generate(f"r{i}", prompt_ids=p, sampling_params=params)
+                                          for i, p in enumerate(prompts)])
+            return outs, await server.stats()
+
+        torch.manual_seed(0)
+        outs, stats = asyncio.run(main())
+        assert stats["requests"] == 3 and stats["batches"] == 1
+        for p, o in zip(prompts, outs):
+            assert 1 <= len(o.token_ids) <= 12 and len(o.log_probs) == len(o.token_ids)
+            ids = torch.tensor([p + o.token_ids])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, len(p) - 1:-1].float()
+            ref = torch.log_softmax(logits / scale, -1).gather(-1, torch.tensor(o.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(torch.tensor(o.log_probs), ref, atol=2e-3), (mode, o.log_probs, ref)

@@ -531,6 +531,7 @@ class Chain:
             "critic.model.enable_gradient_checkpointing=false", "critic.model.use_remove_padding=false",
             "+critic.model.override_config.attn_implementation=sdpa",
             "trainer.logger=[console,file]", f"trainer.save_freq={p.ppo_steps}",
+            "reward.num_workers=2",  # each Ray actor holds a CPU; verl's 8 crowd a small node
         ]
 
     def agent_loop_yaml(self, stage_dir: Path, pool_db: Path | None) -> Path:

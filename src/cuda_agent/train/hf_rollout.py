@@ -13,12 +13,12 @@ declares it as a ``verl.plugins`` entry point):
   checkpoint engine) and it forwards them to its replica's server.
 
 The server answers the agent loop's one call, ``generate(request_id, prompt_ids,
-sampling_params)`` -> ``TokenOutput`` (token ids, log-probs of the raw model distribution),
-by batching the requests that arrive together into one left-padded ``generate`` call per set of
-sampling parameters.  ``sleep`` moves the model to host memory while the trainer runs on the
-same GPU; ``wake_up`` brings it back.  There is no KV cache kept between requests, so the
-cache calls are no-ops.  This is the single-GPU and CI path: slower per token than vLLM, and
-without tensor parallelism (``tensor_model_parallel_size`` must be 1).
+sampling_params)`` -> ``TokenOutput`` (token ids and their log-probs, as verl's
+``logprobs_mode`` says), by batching the requests that arrive together into one left-padded
+``generate`` call per set of sampling parameters.  ``sleep`` moves the model to host memory
+while the trainer runs on the same GPU; ``wake_up`` brings it back.  There is no KV cache kept
+between requests, so the cache calls are no-ops.  This is the single-GPU and CI path: slower
+per token than vLLM, and without tensor parallelism (``tensor_model_parallel_size`` must be 1).
 """
 
 from __future__ import annotations
@@ -108,7 +108,9 @@ class HFServer:
         self.pad = int(pad if pad is not None else min(self.eos))
         self.max_len = int(self.config.prompt_length) + int(self.config.response_length)
         self.max_batch = max(1, int(self.config.max_num_seqs))
+        self.logprobs_mode = str(getattr(self.config, "logprobs_mode", None) or "processed_logprobs")
         self.global_steps: int | None = None
+        self.counts = {"requests": 0, "batches": 0, "tokens": 0}
         self._queue: list[_Request] = []
         self._drain: asyncio.Task | None = None
         self._model_lock = asyncio.Lock()
@@ -145,6 +147,8 @@ class HFServer:
             key = self._queue[0].key
             batch = [r for r in self._queue if r.key == key][:self.max_batch]
             self._queue = [r for r in self._queue if not any(r is b for b in batch)]
+            self.counts["requests"] += len(batch)
+            self.counts["batches"] += 1
             try:
                 async with self._model_lock:
                     results = await asyncio.to_thread(self._generate_batch, batch, key)
@@ -154,12 +158,34 @@ class HFServer:
                         r.done.set_exception(e)
                 continue
             for r, res in zip(batch, results):
+                self.counts["tokens"] += len(res[0])
                 if not r.done.done():
                     r.done.set_result(res)
 
     @torch.no_grad()
     def _generate_batch(self, batch: list[_Request], key: tuple) -> list[tuple[list[int], list[float], str]]:
+        from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+
         temperature, top_p, top_k, rep = key
+        # Log-probs of the drawn tokens, one step at a time (memory of one step's logits, not of
+        # the whole generation): the processor sees the step's scores before sampling, the stopping
+        # criterion sees the token that was drawn.  "processed_logprobs" (verl's default, what the
+        # trainer recomputes): the distribution at the sampling temperature; "raw_logprobs": the
+        # model's own.  Top-k/top-p truncation is not renormalised in either, like the trainer.
+        scale = temperature if temperature > 0 and self.logprobs_mode != "raw_logprobs" else 1.0
+        step_lp: list[torch.Tensor] = []
+        last: dict[str, torch.Tensor] = {}
+
+        class Record(LogitsProcessor):
+            def __call__(self, input_ids, scores):
+                last["lp"] = torch.log_softmax(scores.float() / scale, dim=-1)
+                return scores
+
+        class Gather(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kw):
+                step_lp.append(last["lp"].gather(-1, input_ids[:, -1:]).squeeze(-1))
+                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
         width = max(len(r.prompt) for r in batch)
         ids = torch.full((len(batch), width), self.pad, dtype=torch.long)
         attn = torch.zeros_like(ids)
@@ -173,12 +199,9 @@ class HFServer:
             temperature=temperature if sample else None, top_p=top_p if sample else None,
             top_k=top_k if sample else None, repetition_penalty=rep,
             eos_token_id=sorted(self.eos), pad_token_id=self.pad,
-            return_dict_in_generate=True, output_logits=True)
-        new = out.sequences[:, width:].cpu()
-        # log-probs of the drawn tokens under the model's own distribution (before temperature,
-        # top-k/p), as the trainer computes them
-        logits = torch.stack(out.logits, dim=1).float().cpu()
-        lps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+            logits_processor=LogitsProcessorList([Record()]), stopping_criteria=StoppingCriteriaList([Gather()]))
+        new = out[:, width:].cpu()
+        lps = torch.stack(step_lp, dim=1).cpu()
         results = []
         for i, r in enumerate(batch):
             toks = new[i, :r.max_new].tolist()
@@ -253,6 +276,10 @@ class HFServer:
 
     async def device_of_model(self) -> str:
         return str(next(self.model.parameters()).device)
+
+    async def stats(self) -> dict[str, int]:
+        """Requests, ``generate`` batches and tokens served so far."""
+        return dict(self.counts)
 
 
 class HFReplica(RolloutReplica):
