@@ -19,8 +19,9 @@
 #          cut by CHAIN_LIMIT (s) from the first stage without output.
 set -u
 OUT=${1:-/tmp/train-out}; MODE=${2:-tests}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .whl/*.whl .whl-train/*.whl || exit 1
+# a warm machine keeps /tmp/site from the previous call: install once
+[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl .whl-train/*.whl && touch /tmp/site/.installed; } || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 export CUDA_AGENT_KERNELBENCH=${CUDA_AGENT_KERNELBENCH:-$PWD/.devdata/kernelbench.jsonl}
 # the agent's in-workspace commands are shell commands: give its shell a `cuda-agent`
@@ -30,7 +31,7 @@ python3 -c "import verl, ray, transformers, pandas, pyarrow, torch; print('verl'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/versions.txt"
 if [ "$MODE" = chain ]; then
   T0=$(date +%s)
-  timeout -k 10 "${CHAIN_LIMIT:-480}" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
+  timeout -k 10 "${CHAIN_LIMIT:-450}" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
     --device cuda --rollout hf --stage-timeout "${STAGE_LIMIT:-240}" --copy-to "$OUT/chain" 2>&1 | tee "$OUT/chain.log" | grep -E "^(==|warm|summary)"
   echo "chain: exit ${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/chain.log"
   # after a timeout the copy in the chain's `finally` may not have run: copy what is there
