@@ -164,3 +164,18 @@ def test_a_stage_ends_with_its_whole_process_group(tmp_path, monkeypatch):
     time.sleep(0.5)
     alive = subprocess.run(["ps", "-o", "stat=", "-p", str(child)], capture_output=True, text=True).stdout.strip()
     assert alive in ("", "Z"), alive  # gone (or a zombie waiting for init)
+
+
+def test_a_stage_that_would_not_fit_the_time_limit_is_not_started(tmp_path, monkeypatch):
+    import cuda_agent.train.chain as mod
+
+    chain = mod.Chain(tmp_path, PRESETS["cpu-smoke"], device="cpu", time_limit_s=30, echo=lambda s: None)
+    started = []
+    monkeypatch.setattr(mod, "command", lambda spec: started.append(spec) or ["true"])
+
+    class Spec:
+        stage = 2
+
+    with pytest.raises(mod.OutOfTime, match="y_stage"):
+        chain.run_stage("y_stage", Spec())
+    assert not (tmp_path / "y_stage" / "log.txt").exists()

@@ -417,6 +417,14 @@ def plot_stage(name: str, rows: list[dict[str, Any]], out: Path) -> Path | None:
 
 # -- the chain ------------------------------------------------------------------------------------------
 
+MIN_STAGE_S = 90
+"""A stage is not started with less time than this left (Ray and the model alone take about as long)."""
+
+
+class OutOfTime(Exception):
+    """The chain's time limit leaves too little for the next stage."""
+
+
 @dataclass
 class StageRun:
     name: str
@@ -431,9 +439,11 @@ class Chain:
     """Runs the warm start and the four stages into ``out``; ``summary()`` says what happened."""
 
     def __init__(self, out: Path, preset: Preset, device: str = "cuda", rollout: str = "hf",
-                 stage_timeout_s: float = 600.0, echo: Callable[[str], None] = print) -> None:
+                 stage_timeout_s: float = 600.0, time_limit_s: float | None = None,
+                 echo: Callable[[str], None] = print) -> None:
         self.out, self.preset, self.device, self.rollout = out.resolve(), preset, device, rollout
         self.stage_timeout_s = stage_timeout_s
+        self.deadline = time.time() + time_limit_s if time_limit_s else None
         self.echo = echo
         self.runs: list[StageRun] = []
         self.out.mkdir(parents=True, exist_ok=True)
@@ -563,6 +573,11 @@ class Chain:
         env = {**os.environ, **rollout_env(spec), "VERL_FILE_LOGGER_PATH": str(d / "metrics.jsonl"),
                "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
         (d / "command.txt").write_text(" ".join(argv) + "\n")
+        limit = self.stage_timeout_s
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.time())
+            if limit < MIN_STAGE_S:  # a stage cut short is lost; the next run into this directory starts it
+                raise OutOfTime(name)
         self.echo(f"== {name}: {' '.join(argv[:6])} ... ({len(argv)} args; {d / 'command.txt'})")
         run = StageRun(name)
         t0 = time.time()
@@ -572,9 +587,9 @@ class Chain:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=d,
                                     start_new_session=True)
             try:
-                run.rc = proc.wait(timeout=self.stage_timeout_s)
+                run.rc = proc.wait(timeout=limit)
             except subprocess.TimeoutExpired:
-                run.rc, run.note = 124, f"timed out after {self.stage_timeout_s:.0f} s"
+                run.rc, run.note = 124, f"timed out after {limit:.0f} s"
             finally:
                 _end_group(proc)
         run.seconds = round(time.time() - t0, 1)
@@ -659,17 +674,22 @@ class Chain:
                                   "reused" if warm.get("reused") else "",
                                   {"loss first": warm["warm_loss_first"], "loss last": warm["warm_loss_last"]}))
         model = self.model0
-        if 1 in stages:
-            m1 = self.stage1()
-            if m1 is None:
-                return self.summary()
-            model = m1
-        if 2 in stages and 1 in stages:
-            m2 = self.stage2(model)
-            model = m2 or model
-        if 3 in stages:
-            with pool(self.out / "pool", self.device) as db:
-                self.stage34(model, db)
+        try:
+            if 1 in stages:
+                m1 = self.stage1()
+                if m1 is None:
+                    return self.summary()
+                model = m1
+            if 2 in stages and 1 in stages:
+                m2 = self.stage2(model)
+                model = m2 or model
+            if 3 in stages:
+                with pool(self.out / "pool", self.device) as db:
+                    self.stage34(model, db)
+        except OutOfTime as e:
+            self.runs.append(StageRun(str(e), None, 0.0, "not started: the time limit is spent; the same "
+                                                         "command again continues from here"))
+            self.echo(f"== {e}: not started (time limit); run the same command again to continue")
         s = self.summary()
         s["seconds"] = round(time.time() - t0, 1)
         (self.out / "summary.json").write_text(json.dumps(s, indent=1, default=str))

@@ -185,9 +185,11 @@ def _interrupt(signum, frame) -> None:
               help="which stages to run after the warm start (comma list; 0 = warm start only).")
 @click.option("--stage-timeout", type=click.IntRange(30), default=600, show_default=True,
               help="seconds each stage may run.")
+@click.option("--time-limit", type=click.IntRange(60), default=None,
+              help="seconds for the whole chain: a stage that would not fit is not started (run again to continue).")
 @click.option("--copy-to", type=click.Path(path_type=Path), default=None,
               help="also copy the summary, logs, metrics and plots (small files) here.")
-def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, copy_to):
+def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, time_limit, copy_to):
     """Warm start a tiny model on scripted right and wrong solutions, then run stages 1-4 on
     verl on one GPU (docs/training.md); summary.json and plots/ in the run directory."""
     from .chain import PRESETS, Chain, copy_plots
@@ -201,7 +203,7 @@ def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, copy_
     if rollout == "hf" and any(s in picked for s in (1, 3, 4)) and importlib.util.find_spec("verl") is None:
         raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
     chain = Chain(out_dir, PRESETS[preset], device=device, rollout=rollout, stage_timeout_s=stage_timeout,
-                  echo=click.echo)
+                  time_limit_s=time_limit, echo=click.echo)
     # a SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the running stage's process group is ended
     signal.signal(signal.SIGTERM, _interrupt)
     try:
