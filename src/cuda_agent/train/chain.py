@@ -597,7 +597,10 @@ class Chain:
         if rows:
             run.metrics = {k: rows[-1][v] for k, v in PLOTTED.items() if v in rows[-1]}
             run.metrics["steps_logged"] = len(rows)
-        plot_stage(name, rows, self.out / "plots" / f"{name}.png")
+        try:
+            plot_stage(name, rows, self.out / "plots" / f"{name}.png")
+        except ImportError as e:  # no matplotlib: the metrics are in metrics.jsonl all the same
+            self.echo(f"== {name}: no plot ({e})")
         if run.rc != 0 and not run.note:
             run.note = "failed: " + " | ".join(_tail(d / "log.txt", 6))
         self.echo(f"== {name}: rc={run.rc} {run.seconds}s {json.dumps(run.metrics)} {run.note}")
