@@ -403,11 +403,11 @@ def plot_stage(name: str, rows: list[dict[str, Any]], out: Path) -> Path | None:
         return None
     fig, axes = plt.subplots(1, len(series), figsize=(3.2 * len(series), 2.8), squeeze=False)
     for ax, (label, pts) in zip(axes[0], series.items()):
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if len(pts) < 50 else None)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.suptitle(name)
+    fig.suptitle(name, fontsize=9)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -513,7 +513,7 @@ class Chain:
         return log
 
     def _plot_losses(self, losses: list[float]) -> None:
-        plot_stage("warm start (scripted right + wrong solutions)",
+        plot_stage("warm start",
                    [{"step": i, "train/loss": v} for i, v in enumerate(losses)],
                    self.out / "plots" / "0_warm_start.png")
 
