@@ -102,7 +102,7 @@ def test_stage_commands_of_the_chain(tmp_path):
     argv = command(LaunchSpec(stage=3, model="/m", data=["/d.parquet"], gpus=1, warmup_steps=3, rollout="hf",
                               agent_loop=str(reg), overrides=chain.ppo_overrides(2048, 4)))
     assert f"actor_rollout_ref.rollout.agent.agent_loop_config_path={reg}" in argv
-    assert "actor_rollout_ref.rollout.name=hf" in argv and "trainer.critic_warmup=4" in argv
+    assert "actor_rollout_ref.rollout.name=hf" in argv and "trainer.critic_warmup=3" in argv
     assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=9048" in argv and "data.train_batch_size=4" in argv
 
 

@@ -648,9 +648,11 @@ class Chain:
         p = self.preset
         d3, d4 = self.out / "3_value_pretrain", self.out / "4_agentic"
         common = self.ppo_overrides(p.agentic_response, p.agentic_batch)
+        # stage 3 keeps its config's actor lr of 0 (its last step saves the checkpoint, stage3 yaml)
+        common3 = [o for o in common if not o.startswith("actor_rollout_ref.actor.optim.lr=")]
         spec3 = LaunchSpec(stage=3, model=str(model), data=[str(self.data / "agentic.parquet")], gpus=1,
                            out_dir=str(d3 / "ckpt"), warmup_steps=p.ppo_steps, rollout=self.rollout,
-                           agent_loop=str(self.agent_loop_yaml(d3, pool_db)), overrides=common)
+                           agent_loop=str(self.agent_loop_yaml(d3, pool_db)), overrides=common3)
         step = d3 / "ckpt" / f"global_step_{p.ppo_steps}"
         run3 = self.run_stage("3_value_pretrain", spec3, done=step)
         run3.metrics["episodes"] = episode_stats(d3 / "trajectories")

@@ -99,8 +99,9 @@ def overrides(spec: LaunchSpec) -> list[str]:
     if spec.stage == 3 and spec.warmup_steps is not None:
         if spec.warmup_steps < 1:
             raise StageError("--warmup-steps must be at least 1")
-        # verl updates the actor once global_steps (from 1) reaches critic_warmup
-        out += [f"trainer.total_training_steps={spec.warmup_steps}", f"trainer.critic_warmup={spec.warmup_steps + 1}"]
+        # the last step is the one "actor update" (at lr 0, configs/stage3_value_pretrain.yaml):
+        # verl's V0 trainer saves checkpoints on actor-update steps only
+        out += [f"trainer.total_training_steps={spec.warmup_steps}", f"trainer.critic_warmup={spec.warmup_steps}"]
     if spec.stage == 4:
         if not spec.resume_from:
             raise StageError("stage 4 resumes the stage-3 checkpoint: give --resume-from CKPT/global_step_N")
