@@ -89,9 +89,13 @@ def test_hf_rollout_agent_loop_manager_episodes_and_weight_update(task, tiny_mod
         with torch.no_grad():
             for p in changed.parameters():
                 p.add_(torch.randn_like(p) * 0.5)
+        # the calls verl's trainer worker makes around an update (engine_workers.update_weights)
         asyncio.run(adapter.release())  # the trainer runs: the model waits in host memory
         asyncio.run(adapter.resume(tags=["weights"]))
-        asyncio.run(adapter.update_weights(iter(changed.state_dict().items()), global_steps=1))
+        asyncio.run(adapter.update_weights(iter(changed.state_dict().items()), peft_config=None,
+                                           base_sync_done=True, global_steps=1))
+        asyncio.run(adapter.resume(tags=["kv_cache"]))
+        stats = ray.get(replica.server_handle.stats.remote())
         second = loops.generate_sequences(batch())
     finally:
         ray.shutdown()
@@ -109,6 +113,7 @@ def test_hf_rollout_agent_loop_manager_episodes_and_weight_update(task, tiny_mod
         for i, ref in enumerate(_logprobs(model, out)):
             got = b["rollout_log_probs"][i, :len(ref)]
             assert torch.allclose(got, ref, atol=2e-3), (got - ref).abs().max()
+    assert stats["requests"] >= 2 and stats["tokens"] >= 2  # both episodes went through our server
     # greedy on both sides: the same prompt gives the same tokens for one set of weights ...
     assert torch.equal(first.batch["responses"][0], first.batch["responses"][1])
     # ... and other tokens after the trainer's push
