@@ -7,14 +7,21 @@
 #     -d .whl-train verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.1 codetiming tensordict==0.10.0 \
 #     torchdata datasets dill multiprocess pylatexenc cachetools uvicorn fastapi starlette \
 #     pydantic==2.13.4 pydantic_core==2.46.4 annotated-types typing-inspection opentelemetry-api \
-#     importlib_metadata lazy-importer orjson pyvers
+#     importlib_metadata lazy-importer orjson pyvers annotated-doc
 #   pip wheel --no-deps -w .whl-train antlr4-python3-runtime==4.9.3     # sdist only: build it here
 # (wandb is left out: 20 MB, and verl imports it only when the wandb logger is on.)
-# Usage (device machine, repo root): bash scripts/gpu_train.sh OUTDIR
+# Usage (device machine, repo root): bash scripts/gpu_train.sh OUTDIR [tests|chain]
+#   tests: pytest tests/train (CPU tests + the gpu test), ~2.5 min
+#   chain: `cuda-agent train chain --preset tiny` (warm start + stages 1-4 on verl, hf rollout,
+#          checks on this GPU); its summary, logs, metrics and plots go to OUTDIR/chain. The run
+#          directory is .train-run/chain in the checkout (git-ignored: checkpoints are too big to
+#          come back, and a warm machine keeps it), so the same command again continues a chain
+#          cut by CHAIN_LIMIT (s, default 440) from the first stage without output.
 set -u
-OUT=${1:-/tmp/train-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .whl/*.whl .whl-train/*.whl || exit 1
+OUT=${1:-/tmp/train-out}; MODE=${2:-tests}; mkdir -p "$OUT"
+# a warm machine keeps /tmp/site from the previous call: install once
+[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl .whl-train/*.whl && touch /tmp/site/.installed; } || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 export CUDA_AGENT_KERNELBENCH=${CUDA_AGENT_KERNELBENCH:-$PWD/.devdata/kernelbench.jsonl}
 # the agent's in-workspace commands are shell commands: give its shell a `cuda-agent`
@@ -22,5 +29,14 @@ mkdir -p /tmp/ca-bin && printf '#!/bin/sh\nexec python3 -m cuda_agent.cli "$@"\n
 export PATH=/tmp/ca-bin:$PATH
 python3 -c "import verl, ray, transformers, pandas, pyarrow, torch; print('verl', verl.__version__, 'ray', ray.__version__, 'transformers', transformers.__version__, 'pandas', pandas.__version__, 'pyarrow', pyarrow.__version__, 'torch', torch.__version__)" | tee "$OUT/versions.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/versions.txt"
+if [ "$MODE" = chain ]; then
+  T0=$(date +%s)
+  timeout -k 10 "$(( ${CHAIN_LIMIT:-440} + 30 ))" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
+    --device cuda --rollout hf --time-limit "${CHAIN_LIMIT:-440}" --copy-to "$OUT/chain" 2>&1 | tee "$OUT/chain.log" | grep -E "^(==|warm|summary)"
+  echo "chain: exit ${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/chain.log"
+  # after a timeout the copy in the chain's `finally` may not have run: copy what is there
+  python3 -c "from pathlib import Path; from cuda_agent.train.chain import copy_plots; copy_plots(Path('.train-run/chain'), Path('$OUT/chain'))"
+  exit 0
+fi
 timeout "${TRAIN_LIMIT:-500}" python3 -m pytest tests/train -q -p no:cacheprovider -o addopts="" -rs --durations=6 \
   -W ignore::DeprecationWarning -W ignore::UserWarning 2>&1 | tee "$OUT/pytest-train-gpu.log" | tail -30

@@ -69,10 +69,22 @@ def test_stage_dry_run_and_errors(tmp_path):
     assert "trainer.total_training_steps=170" in r.output and r.output.rstrip().endswith("trainer.save_freq=25")
     r = CliRunner().invoke(main, base + ["4", "--model", "/m", "--data", str(data), "--dry-run"])
     assert r.exit_code == 2 and "--resume-from" in r.output
+    # --rollout hf: verl's processes import our backend, one model per GPU
+    r = CliRunner().invoke(main, base + ["1", "--model", "/m", "--data", str(data), "--rollout", "hf", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    cmd = r.output.strip().splitlines()[1]
+    assert cmd.startswith("VERL_USE_EXTERNAL_MODULES=cuda_agent.train.hf_rollout ")
+    assert "actor_rollout_ref.rollout.name=hf" in cmd and "rollout.tensor_model_parallel_size=1" in cmd
+    r = CliRunner().invoke(main, base + ["1", "--model", "/m", "--data", str(data), "--rollout", "tgi", "--dry-run"])
+    assert r.exit_code == 2
     r = CliRunner().invoke(main, base + ["2", "--model", "/m", "--data", str(data), "--dry-run", "oops"])
     assert r.exit_code == 2 and "key=value" in r.output
     r = CliRunner().invoke(main, base + ["1", "--model", "/m", "--data", str(tmp_path / "none.parquet")])
-    assert r.exit_code == 2 and "data file not found" in r.output
+    assert r.exit_code == 2 and "file not found" in r.output
+    reg = tmp_path / "loop.yaml"
+    reg.write_text("- name: cuda_agent\n")
+    r = CliRunner().invoke(main, base + ["3", "--model", "/m", "--data", str(data), "--agent-loop", str(reg), "--dry-run"])
+    assert r.exit_code == 0 and f"agent_loop_config_path={reg}" in r.output, r.output
     r = CliRunner().invoke(main, base + ["5", "--model", "/m", "--data", str(data)])
     assert r.exit_code == 2
 

@@ -100,8 +100,9 @@ def test_ppo_stages_compose_and_pass_verls_validation(stage, tmp_path, defaults,
     # the paper's recipe (SPEC section 4)
     assert (algo.adv_estimator, algo.gamma, algo.lam) == ("gae", 1.0, 0.95)
     assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.28)
-    assert actor.optim.lr == 3e-6 and critic.optim.lr == 6e-6 and need_critic(cfg)
+    assert actor.optim.lr == (0.0 if stage == 3 else 3e-6) and critic.optim.lr == 6e-6 and need_critic(cfg)
     assert cfg.data.train_batch_size == 1024
+    assert cfg.trainer.use_v1 is False  # V1 needs the transfer_queue service (ppo_common.yaml)
     assert "hf_model" in actor.checkpoint.save_contents and "hf_model" not in actor.checkpoint.load_contents
     assert cfg.critic.model.path == cfg.actor_rollout_ref.model.path == str(tiny_model)
     assert cfg.reward.custom_reward_function.path == "pkg://cuda_agent.train.reward_fn"
@@ -112,13 +113,15 @@ def test_ppo_stages_compose_and_pass_verls_validation(stage, tmp_path, defaults,
     else:
         assert context == 128 * 1024 and rollout.agent.default_agent_loop == "cuda_agent"
         assert rollout.agent.agent_loop_config_path == str(CONFIG_DIR / "agent_loop.yaml")
-    if stage == 3:  # critic only: verl updates the actor when critic_warmup <= step (1-based)
-        assert cfg.trainer.total_training_steps == cfg.trainer.save_freq == 20 and cfg.trainer.critic_warmup == 21
+    if stage == 3:  # critic only; the last step "updates" the actor at lr 0, so verl's V0 trainer saves
+        assert cfg.trainer.total_training_steps == cfg.trainer.save_freq == cfg.trainer.critic_warmup == 20
+        assert actor.optim.lr == 0.0 and critic.optim.lr == 6e-6
     if stage in (3, 4):  # the step count, not the epochs, ends the run (a data set is ~6 steps of 1024)
         assert cfg.trainer.total_epochs * 6 > cfg.trainer.total_training_steps
     if stage == 4:
         assert cfg.trainer.resume_mode == "resume_path" and cfg.trainer.resume_from_path.endswith("global_step_20")
         assert cfg.trainer.total_training_steps == 220 and cfg.trainer.critic_warmup == 0
+        assert list(actor.checkpoint.load_contents) == ["model"]  # not stage 3's lr-0 optimizer
 
 
 def test_custom_reward_and_agent_loop_load_as_verl_loads_them(tmp_path):
@@ -164,6 +167,6 @@ def test_commands_and_their_errors(tmp_path):
     with pytest.raises(StageError, match="stages: 1-4"):
         command(spec(5, tmp_path))
     c3 = command(spec(3, tmp_path, warmup_steps=5))
-    assert "trainer.total_training_steps=5" in c3 and "trainer.critic_warmup=6" in c3
+    assert "trainer.total_training_steps=5" in c3 and "trainer.critic_warmup=5" in c3
     with pytest.raises(StageError, match="one node"):
         command(spec(2, tmp_path, nnodes=2))

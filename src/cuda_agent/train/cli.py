@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 from dataclasses import asdict
@@ -132,30 +134,83 @@ def rft_command(trajectories, out, min_reward, reward_field, as_json):
 @click.option("--resume-from", default=None, help="stage 4: the stage-3 checkpoint, .../global_step_N.")
 @click.option("--warmup-steps", type=click.IntRange(1), default=None, help="stage 3: value-pretraining steps.")
 @click.option("--steps", type=click.IntRange(1), default=None, help="stage 4: agentic steps after the resumed ones.")
+@click.option("--rollout", type=click.Choice(["vllm", "sglang", "hf"]), default="vllm", show_default=True,
+              help="PPO stages (1, 3, 4): rollout backend; hf = transformers generate (one GPU, no vLLM).")
+@click.option("--agent-loop", "agent_loop", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="stages 3-4: agent-loop registration YAML (default: the package's configs/agent_loop.yaml).")
 @click.option("--dry-run", is_flag=True, help="print the command, do not run it.")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, dry_run, overrides):
+def stage_command(number, model, data, gpus, nnodes, out_dir, resume_from, warmup_steps, steps, rollout, agent_loop,
+                  dry_run, overrides):
     """Print (--dry-run) or run the verl command of stage NUMBER; trailing key=value
     arguments are passed to verl as overrides."""
-    from .stages import STAGES, LaunchSpec, StageError, command
+    from .stages import STAGES, LaunchSpec, StageError, command, rollout_env
 
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise click.UsageError(f"extra arguments must be verl overrides key=value, not {' '.join(bad)}")
-    missing = [str(d) for d in data if not d.is_file()]
+    missing = [str(d) for d in data if not d.is_file()] + ([str(agent_loop)] if agent_loop and not agent_loop.is_file() else [])
     if missing and not dry_run:
-        raise click.UsageError(f"data file not found: {', '.join(missing)}")
+        raise click.UsageError(f"file not found: {', '.join(missing)}")
     spec = LaunchSpec(stage=number, model=model, data=[str(d) for d in data], gpus=gpus, nnodes=nnodes,
                       out_dir=str(out_dir) if out_dir else None, resume_from=resume_from,
-                      warmup_steps=warmup_steps, steps=steps, overrides=list(overrides))
+                      warmup_steps=warmup_steps, steps=steps, rollout=rollout,
+                      agent_loop=str(agent_loop) if agent_loop else None, overrides=list(overrides))
     try:
         argv = command(spec)
     except StageError as e:
         raise click.UsageError(str(e)) from None
+    env = rollout_env(spec)
     click.echo(f"# stage {number}: {STAGES[number].what}")
-    click.echo(shlex.join(argv))
+    click.echo(shlex.join([f"{k}={v}" for k, v in env.items()] + argv))
     if dry_run:
         return
     if importlib.util.find_spec("verl") is None:
         raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
-    sys.exit(subprocess.call(argv))
+    sys.exit(subprocess.call(argv, env={**os.environ, **env}))
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@train_group.command("chain")
+@click.option("--preset", type=click.Choice(["tiny", "cpu-smoke"]), default="tiny", show_default=True,
+              help="model and run sizes (train/chain.py PRESETS).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="run directory.")
+@device_option(local=False, default="cuda", help="device of the evaluator and the trainer.")
+@click.option("--rollout", type=click.Choice(["hf", "vllm", "sglang"]), default="hf", show_default=True,
+              help="rollout backend of the PPO stages.")
+@click.option("--stages", default="1,2,3,4", show_default=True,
+              help="which stages to run after the warm start (comma list; 0 = warm start only).")
+@click.option("--stage-timeout", type=click.IntRange(30), default=600, show_default=True,
+              help="seconds each stage may run.")
+@click.option("--time-limit", type=click.IntRange(60), default=None,
+              help="seconds for the whole chain: a stage that would not fit is not started (run again to continue).")
+@click.option("--copy-to", type=click.Path(path_type=Path), default=None,
+              help="also copy the summary, logs, metrics and plots (small files) here.")
+def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, time_limit, copy_to):
+    """Warm start a tiny model on scripted right and wrong solutions, then run stages 1-4 on
+    verl on one GPU (docs/training.md); summary.json and plots/ in the run directory."""
+    from .chain import PRESETS, Chain, copy_plots
+
+    try:
+        picked = tuple(int(s) for s in stages.split(",") if s.strip())
+    except ValueError:
+        raise click.UsageError(f"--stages takes a comma list of 0-4, not {stages!r}") from None
+    if any(s not in range(5) for s in picked):
+        raise click.UsageError(f"--stages takes a comma list of 0-4, not {stages!r}")
+    if rollout == "hf" and any(s in picked for s in (1, 3, 4)) and importlib.util.find_spec("verl") is None:
+        raise click.UsageError("verl is not installed: pip install 'cuda-agent[train]'")
+    chain = Chain(out_dir, PRESETS[preset], device=device, rollout=rollout, stage_timeout_s=stage_timeout,
+                  time_limit_s=time_limit, echo=click.echo)
+    # a SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the running stage's process group is ended
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        s = chain.run(tuple(x for x in picked if x))
+    finally:
+        if copy_to:
+            copy_plots(chain.out, copy_to)
+    failed = [r for r in s["stages"] if r["rc"] not in (0, None)]
+    click.echo(f"summary: {chain.out / 'summary.json'}; plots: {chain.out / 'plots'}")
+    sys.exit(1 if failed else 0)

@@ -9,6 +9,7 @@ hand-over (stage 3 saves at step N; stage 4 resumes from ``.../global_step_N`` a
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ STAGES = {
     4: Stage(4, "stage4_agentic", "ppo", "agentic PPO (128K context), resumed from stage 3"),
 }
 STEP_DIR = re.compile(r"global_step_(\d+)/?$")
+ROLLOUTS = ("vllm", "sglang", "hf")
+"""Rollout backends of the PPO stages: vLLM/SGLang (verl's own, the cluster path) or ``hf``
+(ours, transformers ``generate``: one GPU, CI; :mod:`.hf_rollout`)."""
+HF_ROLLOUT_MODULE = "cuda_agent.train.hf_rollout"
 
 
 class StageError(ValueError):
@@ -57,6 +62,10 @@ class LaunchSpec:
     """Stage 3: value-pretraining steps (critic only)."""
     steps: int | None = None
     """Stage 4: agentic steps after the resumed ones."""
+    agent_loop: str | None = None
+    """Stages 3-4: the agent-loop registration YAML (default: configs/agent_loop.yaml)."""
+    rollout: str = "vllm"
+    """PPO stages: the rollout backend, one of :data:`ROLLOUTS`."""
     overrides: list[str] = field(default_factory=list)
     """Further verl ``key=value`` overrides, appended last."""
     python: str = sys.executable
@@ -78,15 +87,21 @@ def overrides(spec: LaunchSpec) -> list[str]:
     if st.trainer == "sft":
         out += [f"model.path={model}", f"trainer.n_gpus_per_node={spec.gpus}", f"trainer.nnodes={spec.nnodes}"]
     else:
-        out += [f"actor_rollout_ref.model.path={model}",
+        if spec.rollout not in ROLLOUTS:
+            raise StageError(f"no rollout backend {spec.rollout!r}; backends: {', '.join(ROLLOUTS)}")
+        out += [f"actor_rollout_ref.model.path={model}", f"actor_rollout_ref.rollout.name={spec.rollout}",
                 f"trainer.n_gpus_per_node={spec.gpus}", f"trainer.nnodes={spec.nnodes}"]
+        if spec.rollout == "hf":  # one whole model per GPU (verl's default tensor parallelism is 2)
+            out.append("actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     if spec.stage in (3, 4):
-        out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={CONFIG_DIR / 'agent_loop.yaml'}")
+        reg = Path(spec.agent_loop).resolve() if spec.agent_loop else CONFIG_DIR / "agent_loop.yaml"
+        out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={reg}")
     if spec.stage == 3 and spec.warmup_steps is not None:
         if spec.warmup_steps < 1:
             raise StageError("--warmup-steps must be at least 1")
-        # verl updates the actor once global_steps (from 1) reaches critic_warmup
-        out += [f"trainer.total_training_steps={spec.warmup_steps}", f"trainer.critic_warmup={spec.warmup_steps + 1}"]
+        # the last step is the one "actor update" (at lr 0, configs/stage3_value_pretrain.yaml):
+        # verl's V0 trainer saves checkpoints on actor-update steps only
+        out += [f"trainer.total_training_steps={spec.warmup_steps}", f"trainer.critic_warmup={spec.warmup_steps}"]
     if spec.stage == 4:
         if not spec.resume_from:
             raise StageError("stage 4 resumes the stage-3 checkpoint: give --resume-from CKPT/global_step_N")
@@ -115,3 +130,14 @@ def command(spec: LaunchSpec) -> list[str]:
         return [spec.python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                 "--nproc_per_node", str(spec.gpus), "-m", "verl.trainer.sft_trainer", *cfg, *args]
     return [spec.python, "-m", "verl.trainer.main_ppo", *cfg, *args]
+
+
+def rollout_env(spec: LaunchSpec) -> dict[str, str]:
+    """Environment the stage's processes need: with ``--rollout hf`` every Ray process (the
+    trainer's workers, the agent-loop workers, the rollout servers) must import
+    :mod:`.hf_rollout` to know the name ``hf``; verl imports what ``VERL_USE_EXTERNAL_MODULES``
+    lists when it is imported, and Ray workers inherit the driver's environment."""
+    if STAGES[spec.stage].trainer != "ppo" or spec.rollout != "hf":
+        return {}
+    have = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    return {"VERL_USE_EXTERNAL_MODULES": ",".join(have + [HF_ROLLOUT_MODULE] if HF_ROLLOUT_MODULE not in have else have)}

@@ -1,0 +1,181 @@
+"""The CPU-runnable parts of ``cuda-agent train chain``: the scripted right/wrong solutions as
+the evaluator judges them (C++ on the CPU, the same template as the CUDA ones), the warm start
+(tokenizer, tiny model, fitting, data files), stage-1 samples -> RFT rows, the stage commands
+the chain launches, and the plots.  verl's trainers themselves need a GPU (test_gpu.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cuda_agent.train.chain import (PRESETS, Chain, answer_text, encode_example, episode_messages, plot_stage,
+                                    read_metrics, rft_rows_from_samples, scripted_tasks, solution)
+from cuda_agent.train.data import single_turn_messages
+from cuda_agent.train.reward_fn import compute_score
+
+
+def test_right_solution_passes_and_wrong_one_fails_on_the_cpu():
+    (st,) = scripted_tasks(1, "cpu")
+    info = {"task_id": st.task.id, "task_sha": st.task.sha, "device": "cpu", "timing": False}
+    right = compute_score("cuda_agent", answer_text(st.right), st.task.source, info)
+    wrong = compute_score("cuda_agent", answer_text(st.wrong), st.task.source, info)
+    assert right["correct"] and right["score"] > 0, right
+    assert wrong["compiled"] and not wrong["correct"] and wrong["score"] < 0, wrong
+
+
+def test_cuda_solutions_are_cuda_files():
+    files = solution("relu", "v", "cuda")
+    assert set(files) == {"kernels/relu.cu", "kernels/relu_binding.cpp", "model_new.py"}
+    assert "cuda_agent_stream()" in files["kernels/relu_binding.cpp"] and "<<<" in files["kernels/relu.cu"]
+    with pytest.raises(ValueError):
+        scripted_tasks(0, "cuda")
+
+
+def test_scripted_episode_uses_the_real_tools():
+    (st,) = scripted_tasks(1, "cpu")
+    msgs, tools = episode_messages(st, st.right, "cpu")
+    assert {t["function"]["name"] for t in tools} >= {"Write", "Read", "Bash"}
+    calls = [m["tool_calls"][0]["function"]["name"] for m in msgs if m.get("tool_calls")]
+    assert calls == ["Write", "Write", "Read", "Write"]
+    results = [m["content"] for m in msgs if m["role"] == "tool"]
+    assert all(not r.startswith("Error") for r in results), results  # Read before the model_new.py Write
+    assert msgs[-1] == {"role": "assistant", "content": "ModelNew calls my kernel."}
+
+
+def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    chain = Chain(tmp_path / "run", PRESETS["cpu-smoke"], device="cpu", echo=lambda s: None)
+    info = chain.prepare()
+    assert info["examples"] == 4 and info["warm_loss_last"] < info["warm_loss_first"] + 0.5
+    tok = AutoTokenizer.from_pretrained(chain.model0)
+    model = AutoModelForCausalLM.from_pretrained(chain.model0)
+    assert model.config.vocab_size == len(tok) and tok.eos_token == "<|im_end|>"
+    # the prompt is a prefix of the conversation, and only the answer is learnt
+    (st,) = chain.scripted
+    msgs = single_turn_messages(st.task, "cpu") + [{"role": "assistant", "content": answer_text(st.right)}]
+    ids, labels = encode_example(tok, msgs, None, 2)
+    n = sum(1 for x in labels if x != -100)
+    assert 0 < n < len(ids) and tok.decode(ids[-n:]).startswith('<file path="kernels/relu.cpp">')
+    assert info["prompt_tokens_max"] > len(ids) - n
+    for f in ("single_turn.parquet", "agentic.parquet"):
+        assert (chain.data / f).stat().st_size > 0
+    assert (tmp_path / "run" / "plots" / "0_warm_start.png").stat().st_size > 0
+    # a second chain into the same directory continues: the warm start is reused, stages whose
+    # output exists are not run again
+    again = Chain(tmp_path / "run", PRESETS["cpu-smoke"], device="cpu", echo=lambda s: None)
+    assert again.prepare()["reused"] and again.prompt_len == chain.prompt_len
+    done = tmp_path / "run" / "x_stage" / "out"
+    done.mkdir(parents=True)
+    run = again.run_stage("x_stage", None, done=done)
+    assert run.rc == 0 and run.note.startswith("reused")
+
+
+def test_rft_rows_keep_positive_samples(tmp_path):
+    sts = scripted_tasks(2, "cuda")
+    tasks = {s.task.id: s.task for s in sts}
+    d = tmp_path / "samples"
+    d.mkdir()
+    lines = [{"input": "p", "output": answer_text(sts[0].right), "gts": sts[0].task.source, "score": 1.0, "step": 1},
+             {"input": "p", "output": answer_text(sts[1].wrong), "gts": sts[1].task.source, "score": -1.0, "step": 1},
+             {"input": "p", "output": "x", "gts": "not a task", "score": 1.0, "step": 2}]
+    (d / "1.jsonl").write_text("\n".join(json.dumps(x) for x in lines[:2]) + "\n")
+    (d / "2.jsonl").write_text(json.dumps(lines[2]) + "\n")
+    rows, seen = rft_rows_from_samples(d, tasks, "cuda")
+    assert seen == {"read": 3, "kept": 1, "not above min_reward": 1, "unknown task": 1}
+    (row,) = rows
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+    assert row["messages"][-1]["content"] == answer_text(sts[0].right) and row["task_id"] == "chain/relu"
+
+
+def test_stage_commands_of_the_chain(tmp_path):
+    from cuda_agent.train.stages import LaunchSpec, command
+
+    chain = Chain(tmp_path, PRESETS["tiny"], echo=lambda s: None)
+    chain.prompt_len = 7000
+    reg = chain.agent_loop_yaml(tmp_path / "s3", tmp_path / "pool.sqlite")
+    import yaml
+
+    (entry,) = yaml.safe_load(reg.read_text())
+    assert entry["pool_db"] == str(tmp_path / "pool.sqlite") and entry["timing"] is False
+    argv = command(LaunchSpec(stage=3, model="/m", data=["/d.parquet"], gpus=1, warmup_steps=3, rollout="hf",
+                              agent_loop=str(reg), overrides=chain.ppo_overrides(2048, 4)))
+    assert f"actor_rollout_ref.rollout.agent.agent_loop_config_path={reg}" in argv
+    assert "actor_rollout_ref.rollout.name=hf" in argv and "trainer.critic_warmup=3" in argv
+    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=9048" in argv and "data.train_batch_size=4" in argv
+
+
+def test_metrics_and_plots(tmp_path):
+    m = tmp_path / "metrics.jsonl"
+    m.write_text("\n".join(json.dumps({"step": i, "data": {"critic/score/mean": 0.1 * i, "actor/entropy": 1.0 / i,
+                                                          "critic/vf_explained_var": -0.5 + 0.2 * i}})
+                           for i in (1, 2, 3)) + "\n")
+    rows = read_metrics(m)
+    assert [r["step"] for r in rows] == [1, 2, 3] and rows[2]["actor/entropy"] == pytest.approx(1 / 3)
+    png = plot_stage("stage", rows, tmp_path / "p.png")
+    assert png and png.stat().st_size > 1000
+    assert plot_stage("empty", [{"step": 1}], tmp_path / "q.png") is None
+
+
+def test_episode_stats_and_checkpoint_lookup(tmp_path):
+    from cuda_agent.agent.trajectory import Trajectory, append_jsonl
+    from cuda_agent.train.chain import _hf_dir, episode_stats
+
+    call = {"id": "c", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+    for i, (calls, reward) in enumerate([(2, 1.0), (0, -1.0)]):
+        msgs = [{"role": "user", "content": "u"}] + [{"role": "assistant", "content": "", "tool_calls": [call]},
+                                                     {"role": "tool", "tool_call_id": "c", "content": "r"}] * calls
+        append_jsonl(tmp_path / "traj" / f"e{i}" / "trajectory.jsonl", Trajectory(
+            id=f"e{i}", task_id="t", task_sha="s", model="m", backend="b", reward=reward, stop_reason="finished",
+            messages=msgs + [{"role": "assistant", "content": "done"}]))
+    s = episode_stats(tmp_path / "traj")
+    assert s["episodes"] == 2 and s["with_tool_calls"] == 1 and s["tool_calls_max"] == 2
+    assert s["final_rewards"] == {"-1.0": 1, "1.0": 1} and s["stop_reasons"] == {"finished": 2}
+    assert episode_stats(tmp_path / "none")["episodes"] == 0
+    # the actor's Hugging Face weights of the last step, never the critic's; the tokenizer copied in
+    for step in (1, 3):
+        for role in ("actor", "critic"):
+            (tmp_path / "ck" / f"global_step_{step}" / role / "huggingface").mkdir(parents=True)
+            (tmp_path / "ck" / f"global_step_{step}" / role / "huggingface" / "config.json").write_text("{}")
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    hf = _hf_dir(tmp_path / "ck", "actor", tmp_path / "tok")
+    assert hf == tmp_path / "ck" / "global_step_3" / "actor" / "huggingface" and (hf / "tokenizer.json").is_file()
+    assert _hf_dir(tmp_path / "nothing", "actor") is None
+
+
+def test_a_stage_ends_with_its_whole_process_group(tmp_path, monkeypatch):
+    import subprocess
+    import time
+
+    import cuda_agent.train.chain as mod
+
+    chain = Chain(tmp_path, PRESETS["cpu-smoke"], device="cpu", stage_timeout_s=2, echo=lambda s: None)
+    pid_file = tmp_path / "x" / "child.pid"
+
+    class Spec:  # a stage whose command leaves a background child behind, then hangs
+        stage = 2
+
+    monkeypatch.setattr(mod, "command", lambda spec: ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; sleep 300"])
+    run = chain.run_stage("x", Spec())
+    assert run.rc == 124 and "timed out" in run.note
+    child = int(pid_file.read_text())
+    time.sleep(0.5)
+    alive = subprocess.run(["ps", "-o", "stat=", "-p", str(child)], capture_output=True, text=True).stdout.strip()
+    assert alive in ("", "Z"), alive  # gone (or a zombie waiting for init)
+
+
+def test_a_stage_that_would_not_fit_the_time_limit_is_not_started(tmp_path, monkeypatch):
+    import cuda_agent.train.chain as mod
+
+    chain = mod.Chain(tmp_path, PRESETS["cpu-smoke"], device="cpu", time_limit_s=30, echo=lambda s: None)
+    started = []
+    monkeypatch.setattr(mod, "command", lambda spec: started.append(spec) or ["true"])
+
+    class Spec:
+        stage = 2
+
+    with pytest.raises(mod.OutOfTime, match="y_stage"):
+        chain.run_stage("y_stage", Spec())
+    assert not (tmp_path / "y_stage" / "log.txt").exists()
