@@ -62,6 +62,7 @@ def R(api: str, expr: str, cat: str = "reduction", **kw) -> OpSpec:
 
 
 def _table() -> list[OpSpec]:
+    """The seed operators, one entry per line (long because it is a table: data, not logic)."""
     t: list[OpSpec] = []
     # --- elementwise math (torch) -------------------------------------------------------
     for f in ["abs", "neg", "exp", "exp2", "expm1", "sin", "cos", "tan", "atan", "sinh", "cosh",
