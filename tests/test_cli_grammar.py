@@ -63,6 +63,9 @@ CASES = [
     ("train rft", ["{tmp}/none", "--out", "{tmp}/r.parquet"], "no trajectory file or directory"),
     ("train stage", ["5", "--model", "m", "--data", "d.parquet"], "not in the range"),
     ("train stage", ["2", "--model", "m", "--data", "d.parquet", "--dry-run", "oops"], "key=value"),
+    ("train chain", ["--out", "{tmp}/c", "--stages", "1,x"], "comma list of 0-4"),
+    ("train chain", ["--out", "{tmp}/c", "--stages", "5"], "comma list of 0-4"),
+    ("train chain", ["--out", "{tmp}/c", "--preset", "huge"], "'huge' is not one of"),
     ("nosuchverb", [], "No such command"),
 ]
 if not GPU:  # cuda asked for on a machine without a GPU: refused before any work
