@@ -257,26 +257,76 @@ def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300
     t0 = time.perf_counter()
     kdir = Path(kernels_dir)
     srcs = kernel_sources(kdir)
-    if not srcs:
-        return BuildResult(ok=False, log=f"no sources in {kdir} (expected kernels/*.cu, *.cpp and *_binding.cpp)")
-    refused = [s for s in srcs if s.suffix in REFUSED_SUFFIXES]
-    if refused:
-        names = ", ".join(f"kernels/{s.relative_to(kdir).as_posix()}" for s in refused)
-        return BuildResult(ok=False, log=f"{names}: C sources are not built; rename to .cpp (compiled as C++)")
-    if device == "cpu" and any(s.suffix == ".cu" for s in srcs):
-        return BuildResult(ok=False, log="CUDA sources (.cu) cannot be built for --device cpu; "
-                                         "use kernels/*.cpp for CPU kernels")
-    if not any(is_binding(s) for s in srcs):
-        return BuildResult(ok=False, log="no *_binding.cpp: register your ops with CUDA_AGENT_OPS(m) "
-                                         "in kernels/<name>_binding.cpp")
+    refusal = _refusal(kdir, srcs, device)
+    if refusal:
+        return BuildResult(ok=False, log=refusal)
     try:
         tc = toolchain(device)
     except Exception as e:
         return BuildResult(ok=False, log=f"toolchain: {e}")
+    objs = _objects(kdir, srcs, tc)
+    if isinstance(objs, str):
+        return BuildResult(ok=False, log=objs)
+
+    cache = cache_root() / "build"
+    (cache / "obj").mkdir(parents=True, exist_ok=True)
+    lib = cache / "lib" / _sha(tc.key, *[o.key for o in objs]) / f"{EXT_NAME}.so"
+    cached = [o.label for o in objs if (cache / "obj" / f"{o.key}.o").exists()]
+    if lib.exists():
+        return BuildResult(ok=True, so_path=str(lib), seconds=time.perf_counter() - t0, cached=cached)
+
+    todo = [o for o in objs if not (cache / "obj" / f"{o.key}.o").exists()]
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+    try:
+        tmp_lib = _write_ninja_file(tmp, tc, kdir, objs, todo, cache)
+        try:
+            ran = _run_ninja(tmp, jobs, timeout)
+        except OSError as e:
+            return BuildResult(ok=False, log=f"cannot run ninja: {e}", seconds=time.perf_counter() - t0)
+        if ran is None:
+            return BuildResult(ok=False, log=f"build timed out after {timeout:.0f} s; the compiler was killed "
+                                             f"(does a source never finish compiling: endless template or "
+                                             f"constexpr recursion, an #include of a pipe or device?)",
+                               seconds=time.perf_counter() - t0, cached=cached)
+        returncode, out_text = ran
+        # keep every object that did compile, even when another failed or the link failed
+        for o in todo:
+            if (tmp / f"{o.key}.o").exists():
+                os.replace(tmp / f"{o.key}.o", cache / "obj" / f"{o.key}.o")
+        if returncode != 0 or not tmp_lib.exists():
+            return BuildResult(ok=False, log=trim_log(out_text, kdir), seconds=time.perf_counter() - t0,
+                               compiled=[o.label for o in todo], cached=cached)
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp_lib, lib)
+        return BuildResult(ok=True, so_path=str(lib), seconds=time.perf_counter() - t0,
+                           compiled=[o.label for o in todo], cached=cached)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refusal(kdir: Path, srcs: list[Path], device: str) -> str | None:
+    """Why these sources cannot make a workspace extension for ``device`` (None: they can)."""
+    if not srcs:
+        return f"no sources in {kdir} (expected kernels/*.cu, *.cpp and *_binding.cpp)"
+    refused = [s for s in srcs if s.suffix in REFUSED_SUFFIXES]
+    if refused:
+        names = ", ".join(f"kernels/{s.relative_to(kdir).as_posix()}" for s in refused)
+        return f"{names}: C sources are not built; rename to .cpp (compiled as C++)"
+    if device == "cpu" and any(s.suffix == ".cu" for s in srcs):
+        return "CUDA sources (.cu) cannot be built for --device cpu; use kernels/*.cpp for CPU kernels"
+    if not any(is_binding(s) for s in srcs):
+        return "no *_binding.cpp: register your ops with CUDA_AGENT_OPS(m) in kernels/<name>_binding.cpp"
+    return None
+
+
+def _objects(kdir: Path, srcs: list[Path], tc: Toolchain) -> list[_Obj] | str:
+    """One object per source plus the runtime's, each keyed by the toolchain, its rule and
+    flags, its text, every header it may include and our own infrastructure (or why a file
+    could not be read)."""
     try:
         deps = _deps(kdir, key_files(kdir))
     except OSError as e:
-        return BuildResult(ok=False, log=f"cannot read kernels/: {e}")
+        return f"cannot read kernels/: {e}"
     infra = b"".join(p.read_bytes() for p in sorted(INFRA_DIR.iterdir()))
     objs: list[_Obj] = []
     for s in srcs:
@@ -290,74 +340,55 @@ def build(kernels_dir: str | Path, device: str = "cuda", *, timeout: float = 300
         try:
             text = s.read_bytes()
         except OSError as e:
-            return BuildResult(ok=False, log=f"cannot read kernels/{rel}: {e.strerror or e}")
+            return f"cannot read kernels/{rel}: {e.strerror or e}"
         objs.append(_Obj(s, rule, _sha(tc.key, rule, *flags, rel, text, deps, infra), rel))
     rt_rule = "cxx_torch_cuda_rt" if tc.runtime_cuda else "cxx_torch"
     rt_src = INFRA_DIR / "cuda_agent_runtime.cpp"
     objs.append(_Obj(rt_src, rt_rule, _sha(tc.key, rt_rule, infra), rt_src.name))
+    return objs
 
-    cache = cache_root() / "build"
-    (cache / "obj").mkdir(parents=True, exist_ok=True)
-    lib_key = _sha(tc.key, *[o.key for o in objs])
-    lib = cache / "lib" / lib_key / f"{EXT_NAME}.so"
-    cached = [o.label for o in objs if (cache / "obj" / f"{o.key}.o").exists()]
-    if lib.exists():
-        return BuildResult(ok=True, so_path=str(lib), seconds=time.perf_counter() - t0, cached=cached)
 
-    todo = [o for o in objs if not (cache / "obj" / f"{o.key}.o").exists()]
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+def _write_ninja_file(tmp: Path, tc: Toolchain, kdir: Path, objs: list[_Obj], todo: list[_Obj],
+                      cache: Path) -> Path:
+    """``tmp/build.ninja``: compile ``todo`` into ``tmp``, link them with the cached objects.
+    Returns the library it links."""
+    inc = f"-I{_q(kdir.resolve())}"
+    lines = [
+        f"rule cxx_torch\n  command = {tc.cxx} {' '.join(map(_q, tc.torch_flags))} {inc} -c $in -o $out",
+        f"rule cxx_torch_cuda_rt\n  command = {tc.cxx} {' '.join(map(_q, tc.torch_flags))} -c $in -o $out",
+        f"rule cxx_plain\n  command = {tc.cxx} {' '.join(map(_q, tc.plain_flags))} {inc} -c $in -o $out",
+        f"rule link\n  command = {tc.cxx} $in {' '.join(map(_q, tc.link_flags))} -o $out",
+    ]
+    if tc.nvcc:
+        lines.append(f"rule nvcc\n  command = {tc.nvcc} {' '.join(map(_q, tc.nvcc_flags))} {inc} "
+                     f"-ccbin {tc.cxx} -c $in -o $out")
+    objpaths = []
+    for o in objs:
+        if o in todo:
+            out = tmp / f"{o.key}.o"
+            lines.append(f"build {_q(out)}: {o.rule} {_q(o.src.resolve())}")
+        else:
+            out = cache / "obj" / f"{o.key}.o"
+        objpaths.append(out)
+    tmp_lib = tmp / f"{EXT_NAME}.so"
+    lines.append(f"build {_q(tmp_lib)}: link {' '.join(_q(p) for p in objpaths)}")
+    (tmp / "build.ninja").write_text("\n".join(lines) + "\n")
+    return tmp_lib
+
+
+def _run_ninja(tmp: Path, jobs: int | None, timeout: float) -> tuple[int, str] | None:
+    """(exit code, output) of ninja in ``tmp``; None when it ran past ``timeout`` (then the
+    whole tree is killed: ninja starts every compiler in a process group of its own)."""
+    cmd = [_ninja(), "-C", str(tmp), "-j", str(jobs or max(2, os.cpu_count() or 2))]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
     try:
-        inc = f"-I{_q(kdir.resolve())}"
-        lines = [
-            f"rule cxx_torch\n  command = {tc.cxx} {' '.join(map(_q, tc.torch_flags))} {inc} -c $in -o $out",
-            f"rule cxx_torch_cuda_rt\n  command = {tc.cxx} {' '.join(map(_q, tc.torch_flags))} -c $in -o $out",
-            f"rule cxx_plain\n  command = {tc.cxx} {' '.join(map(_q, tc.plain_flags))} {inc} -c $in -o $out",
-            f"rule link\n  command = {tc.cxx} $in {' '.join(map(_q, tc.link_flags))} -o $out",
-        ]
-        if tc.nvcc:
-            lines.append(f"rule nvcc\n  command = {tc.nvcc} {' '.join(map(_q, tc.nvcc_flags))} {inc} "
-                         f"-ccbin {tc.cxx} -c $in -o $out")
-        objpaths = []
-        for o in objs:
-            if o in todo:
-                out = tmp / f"{o.key}.o"
-                lines.append(f"build {_q(out)}: {o.rule} {_q(o.src.resolve())}")
-            else:
-                out = cache / "obj" / f"{o.key}.o"
-            objpaths.append(out)
-        tmp_lib = tmp / f"{EXT_NAME}.so"
-        lines.append(f"build {_q(tmp_lib)}: link {' '.join(_q(p) for p in objpaths)}")
-        (tmp / "build.ninja").write_text("\n".join(lines) + "\n")
-        cmd = [_ninja(), "-C", str(tmp), "-j", str(jobs or max(2, os.cpu_count() or 2))]
+        out_text, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, errors="replace",
-                                    start_new_session=True)
-        except OSError as e:
-            return BuildResult(ok=False, log=f"cannot run ninja: {e}", seconds=time.perf_counter() - t0)
-        try:
-            out_text, _ = proc.communicate(timeout=timeout)
+            proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
-            # ninja starts every compiler in a process group of its own: kill the whole tree
-            kill_tree(proc.pid)
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-            return BuildResult(ok=False, log=f"build timed out after {timeout:.0f} s; the compiler was killed "
-                                             f"(does a source never finish compiling: endless template or "
-                                             f"constexpr recursion, an #include of a pipe or device?)",
-                               seconds=time.perf_counter() - t0, cached=cached)
-        # keep every object that did compile, even when another failed or the link failed
-        for o in todo:
-            if (tmp / f"{o.key}.o").exists():
-                os.replace(tmp / f"{o.key}.o", cache / "obj" / f"{o.key}.o")
-        if proc.returncode != 0 or not tmp_lib.exists():
-            return BuildResult(ok=False, log=trim_log(out_text, kdir), seconds=time.perf_counter() - t0,
-                               compiled=[o.label for o in todo], cached=cached)
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp_lib, lib)
-        return BuildResult(ok=True, so_path=str(lib), seconds=time.perf_counter() - t0,
-                           compiled=[o.label for o in todo], cached=cached)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            pass
+        return None
+    return proc.returncode, out_text

@@ -12,7 +12,7 @@ task fails even where the 1e-2 tolerance would accept it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -73,98 +73,123 @@ def compare(outs: list, refs: list, atol: float | None = None, rtol: float | Non
     own worst error against it, so an honest kernel is never failed for rounding the
     reference also does (cancellation near zero; a library choosing a cruder algorithm at
     odd sizes), while zeros or a wrong function still fail."""
-    max_abs = max_rel = 0.0
-    ratio: float | None = None
-    l2s: dict[str, float] = {}  # worst rel_l2 / ref_rel_l2 / ref_max_abs over the outputs
-
-    def worst(k: str, v: float) -> None:
-        l2s[k] = max(l2s.get(k, 0.0), v)
-
-    used = (atol or 0.0, rtol or 0.0)
+    w = _Worst(used=(atol or 0.0, rtol or 0.0))
     if len(outs) != len(refs):
-        return Comparison(False, f"forward returned {len(outs)} outputs, the reference returns {len(refs)}",
-                          0.0, 0.0, *used)
+        return w.fail(f"forward returned {len(outs)} outputs, the reference returns {len(refs)}")
     for i, (a, b) in enumerate(zip(outs, refs)):
         name = f"output {i}" if len(refs) > 1 else "the output"
         if not isinstance(b, torch.Tensor):
             b = torch.tensor(b)
-        if not isinstance(a, torch.Tensor):
-            return Comparison(False, f"{name} is not a tensor", max_abs, max_rel, *used)
-        if tuple(a.shape) != tuple(b.shape):
-            return Comparison(False, f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}",
-                              max_abs, max_rel, *used)
-        if a.dtype != b.dtype:
-            return Comparison(False, f"{name} has dtype {a.dtype}, expected {b.dtype}", max_abs, max_rel, *used)
-        at, rt = tolerances(b.dtype, atol, rtol, protocol)
-        used = (at, rt)
-        if not (b.is_floating_point() or b.is_complex()):
-            if not torch.equal(a, b):
-                n = int((a != b).sum())
-                return Comparison(False, f"{name}: {n} of {b.numel()} elements differ (exact match required "
-                                         f"for {b.dtype})", max_abs, max_rel, at, rt)
-            continue
-        b_fin = torch.isfinite(b)
-        if not bool(b_fin.all()):
-            return Comparison(False, f"the reference's {name} is not finite: the task is broken", max_abs,
-                              max_rel, at, rt)
-        a_fin = torch.isfinite(a)
-        if not bool(a_fin.all()):
-            n = int((~a_fin).sum())
-            return Comparison(False, f"{name} has {n} NaN/Inf values (elements a kernel leaves unwritten are "
-                                     f"NaN-poisoned during verification)", max_abs, max_rel, at, rt, 6)
-        if protocol == "kernelbench" and not torch.allclose(a, b, atol=at, rtol=rt):
-            d = (a.double() - b.double()).abs()
-            n = int((d > at + rt * b.double().abs()).sum())
-            return Comparison(False, f"{name}: {n} of {b.numel()} elements differ from the FP32 reference beyond "
-                                     f"allclose(atol={at:g}, rtol={rt:g}) (KernelBench's protocol); max abs "
-                                     f"difference {float(d.max()):.3g}", float(d.max()), max_rel, at, rt)
-        a64, b64 = a.double(), b.double()
         r64 = refs64[i] if refs64 is not None and i < len(refs64) else None
-        own_l2 = None
-        if (b.dtype in (torch.float32, torch.float16, torch.bfloat16) and isinstance(r64, torch.Tensor)
-                and r64.dtype == torch.float64 and r64.shape == b.shape and bool(torch.isfinite(r64).all())):
-            own = float((b64 - r64).abs().max()) if b.numel() else 0.0
-            r64_norm = float(r64.norm())
-            worst("ref_max_abs", own)
-            if r64_norm > 0:
-                worst("ref_rel_l2", float((b64 - r64).norm()) / r64_norm)
-            if b.dtype == torch.float32 and r64_norm > 0:  # precision honesty: FP32 tasks only
-                own_l2 = float((b64 - r64).norm()) / r64_norm
-            if protocol != "kernelbench":  # there the FP32 reference is the measure, as KernelBench's
-                at = max(at, 2.0 * own)
-                b64 = r64
-            used = (at, rt)
-        diff = (a64 - b64).abs()
-        ma = float(diff.max()) if diff.numel() else 0.0
-        mr = float((diff / b64.abs().clamp_min(1e-12)).max()) if diff.numel() else 0.0
-        max_abs, max_rel = max(max_abs, ma), max(max_rel, mr)
-        bad = diff > (at + rt * b64.abs())
-        if protocol != "kernelbench" and bool(bad.any()):
-            n = int(bad.sum())
-            idx = tuple(int(j) for j in torch.nonzero(bad)[0])
-            return Comparison(False, f"{name}: {n} of {b.numel()} elements outside atol={at:g}, rtol={rt:g}; "
-                                     f"max abs error {ma:.3g}; first at {list(idx)}: got {float(a64[idx]):.6g}, "
-                                     f"expected {float(b64[idx]):.6g}", max_abs, max_rel, at, rt)
-        ref_norm = float(b64.norm())
-        if ref_norm > 0:
-            rel_l2 = float((a64 - b64).norm()) / ref_norm
-            worst("rel_l2", rel_l2)
-            # never below what the FP32 reference itself misses by (cancellation-heavy outputs)
-            if rel_l2 > max(rt, (precision_factor or 1.0) * (own_l2 or 0.0)):
-                return Comparison(False, f"{name}: relative L2 error {rel_l2:.3g} exceeds {rt:g} although each "
-                                         f"element is within atol (outputs such as zeros where the true values "
-                                         f"are small do not pass)", max_abs, max_rel, at, rt, 6)
-            if own_l2 is not None and precision_factor:
-                if protocol == "kernelbench":  # measured against the float64 truth all the same
-                    rel_l2 = float((a64 - r64).norm()) / float(r64.norm())
-                base = max(own_l2, PRECISION_FLOOR)
-                r = rel_l2 / base
-                ratio = r if ratio is None else max(ratio, r)
-                if r > precision_factor:
-                    return Comparison(False, f"{name}: relative L2 error vs a float64 run is {rel_l2:.3g}, {r:.0f}x "
-                                             f"the FP32 reference's own ({base:.2g}); at most {precision_factor:g}x "
-                                             f"is allowed: an FP32 task needs FP32 accuracy (no TF32/FP16/BF16 "
-                                             f"arithmetic or cruder approximations)", max_abs, max_rel, at, rt, 8,
-                                      ratio)
-    return Comparison(True, None, max_abs, max_rel, *used, precision_ratio=ratio, rel_l2=l2s.get("rel_l2"),
-                      ref_rel_l2=l2s.get("ref_rel_l2"), ref_max_abs=l2s.get("ref_max_abs"))
+        failed = _form_failure(name, a, b, w, atol, rtol, protocol)
+        if failed is None and (b.is_floating_point() or b.is_complex()):
+            failed = _value_failure(name, a, b, r64, w, precision_factor, protocol)
+        if failed is not None:
+            return failed
+    return Comparison(True, None, w.max_abs, w.max_rel, *w.used, precision_ratio=w.ratio,
+                      rel_l2=w.l2s.get("rel_l2"), ref_rel_l2=w.l2s.get("ref_rel_l2"),
+                      ref_max_abs=w.l2s.get("ref_max_abs"))
+
+
+@dataclass
+class _Worst:
+    """What ``compare`` carries from one output to the next: the worst errors so far and the
+    tolerances in use (reported with a failure)."""
+    used: tuple[float, float]
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    ratio: float | None = None
+    l2s: dict[str, float] = field(default_factory=dict)  # worst rel_l2 / ref_rel_l2 / ref_max_abs
+
+    def worst(self, k: str, v: float) -> None:
+        self.l2s[k] = max(self.l2s.get(k, 0.0), v)
+
+    def fail(self, error: str, exploit_class: int | None = None, **kw) -> Comparison:
+        return Comparison(False, error, kw.pop("max_abs", self.max_abs), self.max_rel, *self.used,
+                          exploit_class, **kw)
+
+
+def _form_failure(name: str, a, b: torch.Tensor, w: _Worst, atol: float | None, rtol: float | None,
+                  protocol: str) -> Comparison | None:
+    """Type, shape, dtype, exact equality of integer outputs, finite values; the first that
+    fails (None: the values are to be compared).  Sets the output's tolerances in ``w``."""
+    if not isinstance(a, torch.Tensor):
+        return w.fail(f"{name} is not a tensor")
+    if tuple(a.shape) != tuple(b.shape):
+        return w.fail(f"{name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        return w.fail(f"{name} has dtype {a.dtype}, expected {b.dtype}")
+    w.used = tolerances(b.dtype, atol, rtol, protocol)
+    if not (b.is_floating_point() or b.is_complex()):
+        if not torch.equal(a, b):
+            n = int((a != b).sum())
+            return w.fail(f"{name}: {n} of {b.numel()} elements differ (exact match required for {b.dtype})")
+        return None
+    if not bool(torch.isfinite(b).all()):
+        return w.fail(f"the reference's {name} is not finite: the task is broken")
+    a_fin = torch.isfinite(a)
+    if not bool(a_fin.all()):
+        n = int((~a_fin).sum())
+        return w.fail(f"{name} has {n} NaN/Inf values (elements a kernel leaves unwritten are NaN-poisoned "
+                      f"during verification)", 6)
+    return None
+
+
+def _value_failure(name: str, a: torch.Tensor, b: torch.Tensor, r64, w: _Worst, precision_factor: float | None,
+                   protocol: str) -> Comparison | None:
+    """A floating-point output's values against the reference's (and its float64 run ``r64``):
+    allclose under KernelBench's protocol, else each element within tolerance; then the
+    relative L2 error and, for FP32 tasks, precision honesty."""
+    at, rt = w.used
+    if protocol == "kernelbench" and not torch.allclose(a, b, atol=at, rtol=rt):
+        d = (a.double() - b.double()).abs()
+        n = int((d > at + rt * b.double().abs()).sum())
+        return w.fail(f"{name}: {n} of {b.numel()} elements differ from the FP32 reference beyond "
+                      f"allclose(atol={at:g}, rtol={rt:g}) (KernelBench's protocol); max abs "
+                      f"difference {float(d.max()):.3g}", max_abs=float(d.max()))
+    a64, b64 = a.double(), b.double()
+    own_l2 = None
+    if (b.dtype in (torch.float32, torch.float16, torch.bfloat16) and isinstance(r64, torch.Tensor)
+            and r64.dtype == torch.float64 and r64.shape == b.shape and bool(torch.isfinite(r64).all())):
+        own = float((b64 - r64).abs().max()) if b.numel() else 0.0
+        r64_norm = float(r64.norm())
+        w.worst("ref_max_abs", own)
+        if r64_norm > 0:
+            w.worst("ref_rel_l2", float((b64 - r64).norm()) / r64_norm)
+        if b.dtype == torch.float32 and r64_norm > 0:  # precision honesty: FP32 tasks only
+            own_l2 = float((b64 - r64).norm()) / r64_norm
+        if protocol != "kernelbench":  # there the FP32 reference is the measure, as KernelBench's
+            at = max(at, 2.0 * own)
+            b64 = r64
+        w.used = (at, rt)
+    diff = (a64 - b64).abs()
+    ma = float(diff.max()) if diff.numel() else 0.0
+    mr = float((diff / b64.abs().clamp_min(1e-12)).max()) if diff.numel() else 0.0
+    w.max_abs, w.max_rel = max(w.max_abs, ma), max(w.max_rel, mr)
+    bad = diff > (at + rt * b64.abs())
+    if protocol != "kernelbench" and bool(bad.any()):
+        n = int(bad.sum())
+        idx = tuple(int(j) for j in torch.nonzero(bad)[0])
+        return w.fail(f"{name}: {n} of {b.numel()} elements outside atol={at:g}, rtol={rt:g}; max abs error "
+                      f"{ma:.3g}; first at {list(idx)}: got {float(a64[idx]):.6g}, expected {float(b64[idx]):.6g}")
+    ref_norm = float(b64.norm())
+    if ref_norm <= 0:
+        return None
+    rel_l2 = float((a64 - b64).norm()) / ref_norm
+    w.worst("rel_l2", rel_l2)
+    # never below what the FP32 reference itself misses by (cancellation-heavy outputs)
+    if rel_l2 > max(rt, (precision_factor or 1.0) * (own_l2 or 0.0)):
+        return w.fail(f"{name}: relative L2 error {rel_l2:.3g} exceeds {rt:g} although each element is within "
+                      f"atol (outputs such as zeros where the true values are small do not pass)", 6)
+    if own_l2 is not None and precision_factor:
+        if protocol == "kernelbench":  # measured against the float64 truth all the same
+            rel_l2 = float((a64 - r64).norm()) / float(r64.norm())
+        base = max(own_l2, PRECISION_FLOOR)
+        r = rel_l2 / base
+        w.ratio = r if w.ratio is None else max(w.ratio, r)
+        if r > precision_factor:
+            return w.fail(f"{name}: relative L2 error vs a float64 run is {rel_l2:.3g}, {r:.0f}x the FP32 "
+                          f"reference's own ({base:.2g}); at most {precision_factor:g}x is allowed: an FP32 task "
+                          f"needs FP32 accuracy (no TF32/FP16/BF16 arithmetic or cruder approximations)", 8,
+                          precision_ratio=w.ratio)
+    return None

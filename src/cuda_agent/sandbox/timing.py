@@ -153,6 +153,25 @@ class InputPool:
             buf[:, :n].index_copy_(0, rows, src)
 
 
+class _Cursor:
+    """``call(i)`` over the input sets in turn.  One index runs on through warm-up, samples,
+    spot checks and the wall check, so that no two consecutive calls use the same set."""
+
+    def __init__(self, call: Callable[[int], Any], n_sets: int) -> None:
+        self.call, self.n_sets, self.i = call, n_sets, 0
+
+    def __call__(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.call(self.i % self.n_sets)
+            self.i += 1
+
+    def current(self) -> int:
+        return self.i % self.n_sets
+
+    def next_sets(self, n: int) -> list[int]:
+        return [(self.i + j) % self.n_sets for j in range(n)]
+
+
 def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe = Recipe(),
             spot: Callable[[int], Any] | None = None, n_spot: int = 0,
             rng: random.Random | None = None, refresh: Callable[[list[int]], Any] | None = None) -> dict[str, Any]:
@@ -164,110 +183,119 @@ def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe
     sample has at most ``n_sets`` calls, so no timed call sees values an earlier one saw."""
     cuda = device == "cuda"
     sync = _sync if cuda else (lambda: None)
-    i = 0
-    # warm-up: at least 3 calls and warmup_ms of wall time
+    calls = _Cursor(call, n_sets)
+    _warm_up(calls, recipe, sync)
+    k = _calls_per_sample(calls, recipe, sync, fresh_inputs=refresh is not None)
+    samples = _sample(calls, k, cuda, recipe, sync, refresh, spot, n_spot, rng or random.Random())
+    summary = summarize(samples)
+    wall_ms, enqueue_ms = _wall_check(calls, k, summary["median_ms"], recipe, sync, refresh)
+    if spot:
+        spot(calls.current())
+    return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,
+            "enqueue_ms": enqueue_ms, "method": recipe.describe(device)}
+
+
+def _warm_up(calls: _Cursor, recipe: Recipe, sync: Callable[[], Any]) -> None:
+    """At least 3 calls and ``warmup_ms`` of wall time (synchronized now and then, so that the
+    queue does not run far ahead of the clock)."""
     t0 = _perf()
-    calls = 0
-    while calls < 3 or (_perf() - t0) * 1e3 < recipe.warmup_ms:
-        call(i % n_sets)
-        i += 1
-        calls += 1
-        if calls % 8 == 0 or calls < 8:
+    n = 0
+    while n < 3 or (_perf() - t0) * 1e3 < recipe.warmup_ms:
+        calls()
+        n += 1
+        if n % 8 == 0 or n < 8:
             sync()
     sync()
-    # estimate one call (synchronized, wall) to pick k
+
+
+def _calls_per_sample(calls: _Cursor, recipe: Recipe, sync: Callable[[], Any], fresh_inputs: bool) -> int:
+    """k: how many back-to-back calls one sample times, from an estimate of one call (wall,
+    synchronized), so that a sample lasts about ``sample_ms``; with fresh inputs at most one
+    call per input set."""
     t1 = _perf()
-    for _ in range(3):
-        call(i % n_sets)
-        i += 1
+    calls(3)
     sync()
     est_ms = max((_perf() - t1) * 1e3 / 3, 1e-4)
     k = max(1, min(MAX_CALLS, int(round(recipe.sample_ms / est_ms))))
-    if refresh is not None:
-        k = min(k, n_sets)
+    return min(k, calls.n_sets) if fresh_inputs else k
 
-    def fresh() -> None:  # the sets of the next k calls get new values (untimed)
-        if refresh is not None:
-            refresh([(i + j) % n_sets for j in range(k)])
+
+def _sample(calls: _Cursor, k: int, cuda: bool, recipe: Recipe, sync: Callable[[], Any],
+            refresh: Callable[[list[int]], Any] | None, spot: Callable[[int], Any] | None, n_spot: int,
+            rng: random.Random) -> list[float]:
+    """Per-call times of samples of ``k`` calls, in rounds of ``round_size``, until the median's
+    confidence interval is narrow enough, ``max_samples`` or the time budget."""
     flush = None
     if cuda and recipe.flush_l2:
         l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 50 << 20)
         flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device="cuda")
-    samples: list[float] = []
-    rng = rng or random.Random()
     # spots: n_spot among the first min_samples, then each later sample with the same rate
     # (so waiting out the start does not help), and one after the last sample and the wall check
     spot_at = set(rng.sample(range(recipe.min_samples), min(n_spot, recipe.min_samples))) if spot else set()
     late_rate = n_spot / max(recipe.min_samples, 1)
     n_started = 0
 
-    def maybe_spot() -> None:
-        nonlocal n_started, i
+    def before_sample() -> None:
+        nonlocal n_started
         if spot and (n_started in spot_at or (n_started >= recipe.min_samples and rng.random() < late_rate)):
-            spot(i % n_sets)
-            i += 1
+            spot(calls.current())
+            calls.i += 1
         n_started += 1
+        if refresh is not None:  # the sets of the next k calls get new values (untimed)
+            refresh(calls.next_sets(k))
 
+    samples: list[float] = []
     deadline = _perf() + recipe.budget_s
     while True:
         if cuda:
             events = []
             for _ in range(recipe.round_size):
-                maybe_spot()
-                fresh()
+                before_sample()
                 if flush is not None:
                     flush.zero_()
                 s, e = _Event(enable_timing=True), _Event(enable_timing=True)
                 _record(s)
-                for _ in range(k):
-                    call(i % n_sets)
-                    i += 1
+                calls(k)
                 _record(e)
                 events.append((s, e))
             sync()
             samples += [_elapsed(s, e) / k for s, e in events]
         else:
             for _ in range(recipe.round_size):
-                maybe_spot()
-                fresh()
+                before_sample()
                 t = _perf()
-                for _ in range(k):
-                    call(i % n_sets)
-                    i += 1
+                calls(k)
                 samples.append((_perf() - t) * 1e3 / k)
         n = len(samples)
         if n >= recipe.max_samples or _perf() > deadline:
-            break
+            return samples
         if n >= recipe.min_samples and ci_halfwidth(sorted(samples)) <= recipe.target:
-            break
-    summary = summarize(samples)
-    # wall-clock cross-check: back-to-back calls closed by a device-wide synchronize
-    m = max(k, int(math.ceil(max(10 * recipe.sample_ms, 20.0) / max(summary["median_ms"], 1e-4))))
+            return samples
+
+
+def _wall_check(calls: _Cursor, k: int, median_ms: float, recipe: Recipe, sync: Callable[[], Any],
+                refresh: Callable[[list[int]], Any] | None) -> tuple[float, float]:
+    """The wall-clock cross-check: back-to-back calls closed by a device-wide synchronize.
+    Returns (wall ms per call, the host's own ms per call to issue them: slow on a busy CPU)."""
+    m = max(k, int(math.ceil(max(10 * recipe.sample_ms, 20.0) / max(median_ms, 1e-4))))
     m = min(m, 10_000)
     # with fresh inputs, in runs of at most n_sets calls, each refilled first (untimed); at most
     # 8 runs (a refill costs more than a run of fast calls: a cached solution's 10 000 calls
     # would spend most of the command's time refilling)
-    run = m if refresh is None else n_sets
+    run = m if refresh is None else calls.n_sets
     if refresh is not None:
-        m = min(m, max(k, 8 * n_sets))
+        m = min(m, max(k, 8 * calls.n_sets))
     wall = enqueue = 0.0
     done = 0
     while done < m:
         step = min(run, m - done)
         if refresh is not None:
-            refresh([(i + j) % n_sets for j in range(step)])
+            refresh(calls.next_sets(step))
         sync()
         t = _perf()
-        for _ in range(step):
-            call(i % n_sets)
-            i += 1
-        enqueue += _perf() - t  # the host's own time to issue the calls (slow on a busy CPU)
+        calls(step)
+        enqueue += _perf() - t
         sync()
         wall += _perf() - t
         done += step
-    wall_ms = wall * 1e3 / m
-    if spot:
-        spot(i % n_sets)
-    return {**summary, "calls_per_sample": k, "samples_ms": samples, "wall_ms": wall_ms,
-            "enqueue_ms": enqueue * 1e3 / m,
-            "method": recipe.describe(device)}
+    return wall * 1e3 / m, enqueue * 1e3 / m

@@ -315,117 +315,148 @@ def _is_setting(mod: PyModule, target: ast.AST, dotted: str | None) -> bool:
 
 @py_check
 def _check_ast_patterns(mod: PyModule, ctx: Context) -> None:
-    ref_names = {k for k, v in mod.aliases.items() if v == "model.Model" or v.startswith("model.")} | ({"Model"} if "Model" not in mod.defined else set())
-    module_names = {k for k, v in mod.aliases.items() if "." not in v or v.split(".")[0] in ("torch", "os", "sys", "math", "time", "builtins", "cuda_agent")}
-    shadowed = mod.defined | {a.arg for n in ast.walk(mod.tree) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs}
+    _Patterns(mod, ctx).check()
 
-    def root_name(node: ast.AST) -> ast.Name | None:
+
+class _Patterns:
+    """The syntactic hack patterns of one module, node by node: patching modules or the
+    reference, dynamic code, files, the reference as a fallback, tensor subclasses and torch
+    interception, timers, frames, reduced precision, try/except fallbacks."""
+
+    def __init__(self, mod: PyModule, ctx: Context) -> None:
+        self.mod, self.ctx = mod, ctx
+        self.ref_names = ({k for k, v in mod.aliases.items() if v == "model.Model" or v.startswith("model.")}
+                          | ({"Model"} if "Model" not in mod.defined else set()))
+        self.module_names = {k for k, v in mod.aliases.items() if "." not in v or v.split(".")[0] in (
+            "torch", "os", "sys", "math", "time", "builtins", "cuda_agent")}
+        self.shadowed = mod.defined | {a.arg for n in ast.walk(mod.tree) if isinstance(n, ast.arguments)
+                                       for a in n.args + n.kwonlyargs}
+        self.targets_all: list[ast.AST] = [
+            sub for n in ast.walk(mod.tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete))
+            for t in (n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]) for sub in ast.walk(t)
+            if isinstance(sub, (ast.Attribute, ast.Subscript))
+        ]
+        # a try/except at import time guards a build (load_inline): the result records a failed build
+        # and strict requires the solution's own code to run; inside a function it is a fallback path
+        self.in_functions = {id(n) for f in ast.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             for n in ast.walk(f) if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try)))}
+        self.reported: set[int] = set()  # Name nodes already reported as a base class or a call
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.ClassDef):
+                self.reported.update(id(b) for b in node.bases)
+            elif isinstance(node, ast.Call):
+                self.reported.add(id(node.func))
+
+    def check(self) -> None:
+        for node in ast.walk(self.mod.tree):
+            w = self.mod.where(node)
+            self._assignment(node, w)
+            if isinstance(node, ast.Call):
+                self._call(node, w)
+            elif isinstance(node, ast.ClassDef):
+                self._class(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("__torch_function__", "__torch_dispatch__"):
+                self.ctx.flag(R_PY_LAZY, f"def {node.name}: intercepting torch calls is not allowed", w)
+            elif isinstance(node, ast.Attribute):
+                self._attribute(node, w)
+            else:
+                self._other(node, w)
+
+    def _root_name(self, node: ast.AST) -> ast.Name | None:
         while isinstance(node, (ast.Attribute, ast.Subscript)):
             node = node.value
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type":
             return node.func  # type(x).attr = ...: patches the class of an object (a tensor, a module)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("vars", "__import__") and node.args:
-            return root_name(node.args[0]) or (node.func if node.func.id == "__import__" else None)
+            return self._root_name(node.args[0]) or (node.func if node.func.id == "__import__" else None)
         return node if isinstance(node, ast.Name) else None
 
-    def is_module_or_ref(node: ast.AST) -> str | None:
-        r = root_name(node)
+    def _module_or_ref(self, node: ast.AST) -> str | None:
+        """The module or reference object that ``node`` reaches into (None: neither)."""
+        r = self._root_name(node)
         if r is None:
             return None
         if r.id in ("__import__", "type"):
             return f"{r.id}(...)"
-        if r.id in module_names or r.id in ref_names:
-            return mod.aliases.get(r.id, r.id)
+        if r.id in self.module_names or r.id in self.ref_names:
+            return self.mod.aliases.get(r.id, r.id)
         return None
 
-    targets_all: list[ast.AST] = [
-        sub for n in ast.walk(mod.tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete))
-        for t in (n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]) for sub in ast.walk(t)
-        if isinstance(sub, (ast.Attribute, ast.Subscript))
-    ]
-    # a try/except at import time guards a build (load_inline): the result records a failed build
-    # and strict requires the solution's own code to run; inside a function it is a fallback path
-    in_functions = {id(n) for f in ast.walk(mod.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    for n in ast.walk(f) if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try)))}
-    reported: set[int] = set()  # Name nodes already reported as a base class or a call
-    for node in ast.walk(mod.tree):
-        if isinstance(node, ast.ClassDef):
-            reported.update(id(b) for b in node.bases)
-        elif isinstance(node, ast.Call):
-            reported.add(id(node.func))
-    for node in ast.walk(mod.tree):
-        w = mod.where(node)
-        # assignments to attributes of modules / the reference
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
+    def _assignment(self, node: ast.AST, w) -> None:
+        """Assignments to attributes of modules / the reference."""
+        if isinstance(node, (ast.Assign, ast.Delete)):
             targets = node.targets
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             targets = [node.target]
-        elif isinstance(node, ast.Delete):
-            targets = node.targets
+        else:
+            return
         for t in targets:
             for sub in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
-                if isinstance(sub, (ast.Attribute, ast.Subscript)) and (owner := is_module_or_ref(sub)):
-                    d = mod.dotted(sub) if isinstance(sub, ast.Attribute) else None
-                    if _is_setting(mod, sub, d):
+                if isinstance(sub, (ast.Attribute, ast.Subscript)) and (owner := self._module_or_ref(sub)):
+                    d = self.mod.dotted(sub) if isinstance(sub, ast.Attribute) else None
+                    if _is_setting(self.mod, sub, d):
                         continue
-                    ctx.flag(R_PY_PATCH, f"assignment to {d or owner + '...'}: patching modules or the reference is not allowed", w)
-        if isinstance(node, ast.Call):
-            f = node.func
-            fname = f.id if isinstance(f, ast.Name) else None
-            if attr_name := (f.attr if isinstance(f, ast.Attribute) else ""):
-                if attr_name in ("__setattr__", "__delattr__"):
-                    ctx.flag(R_PY_PATCH, f".{attr_name}(): patching objects through dunder setters is not allowed", w)
-            if fname in ("setattr", "delattr") and node.args and is_module_or_ref(node.args[0]):
-                ctx.flag(R_PY_PATCH, f"{fname}() on {is_module_or_ref(node.args[0])}: patching modules or the reference is not allowed", w)
-            elif fname in ("getattr", "hasattr") and len(node.args) >= 2 and (owner := is_module_or_ref(node.args[0])):
-                constant = isinstance(node.args[1], ast.Constant)
-                # hasattr(torch, "compile") asks about the installed version; a constant getattr is a
-                # plain lookup in the kernelbench profile (torch ops are allowed there anyway)
-                if not constant or (owner.split(".")[0] == "torch" and fname == "getattr" and ctx.profile != RulesProfile.KERNELBENCH):
-                    ctx.flag(R_PY_DYNAMIC, f"{fname}() on {owner}: look names up directly so they can be checked", w)
-            elif fname in DYNAMIC_BUILTINS and fname not in shadowed:
-                ctx.flag(R_PY_DYNAMIC, f"{fname}(): dynamic code and namespace access are not allowed in a solution", w)
-            elif fname == "open" and fname not in shadowed:
-                ctx.flag(R_PY_FILE, "open(): a solution must not read or write files", w)
-            elif fname in ref_names:
-                ctx.flag(R_PY_REFERENCE, f"{fname}(...): instantiating the reference model is a fallback", w)
-            dotted = mod.dotted(f) if isinstance(f, ast.Attribute) else None
-            attr = f.attr if isinstance(f, ast.Attribute) else ""
-            if dotted and MODULE_HOOK_RE.search(dotted) and dotted.startswith("torch"):
-                ctx.flag(R_PY_PATCH, f"{dotted}(): global module hooks reach the reference and the checker", w)
-            if attr in ("_make_subclass", "_make_wrapper_subclass", "as_subclass"):
-                ctx.flag(R_PY_LAZY, f".{attr}(): tensor subclasses are not allowed (deferred or faked results)", w)
-            if ctx.fp32_task and attr in ("half", "bfloat16") and not node.args:
-                ctx.flag(R_PY_PRECISION, f".{attr}(): reduced precision in an FP32 task", w)
-        elif isinstance(node, ast.ClassDef):
-            for b in node.bases:
-                d = mod.dotted(b)
-                if isinstance(b, ast.Name) and b.id in ref_names:
-                    ctx.flag(R_PY_REFERENCE, f"class {node.name}({b.id}): inheriting from the reference model is a fallback", mod.where(b))
-                elif d in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-                    ctx.flag(R_PY_LAZY, f"class {node.name}({d}): tensor subclasses are not allowed (deferred or faked results)", mod.where(b))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("__torch_function__", "__torch_dispatch__"):
-            ctx.flag(R_PY_LAZY, f"def {node.name}: intercepting torch calls is not allowed", w)
-        elif isinstance(node, ast.Attribute):
-            if node.attr in ("__class__", "__dict__") and any(node is getattr(t, "value", None) for t in targets_all):
-                ctx.flag(R_PY_PATCH, f".{node.attr} assignment: changing an object's class or namespace is not allowed", w)
-            if node.attr == "elapsed_time":
-                ctx.flag(R_PY_TIMER, ".elapsed_time: a solution must not time itself", w)
-            elif node.attr in FRAME_ATTRS:
-                ctx.flag(R_PY_FRAME, f".{node.attr}: frames, globals and closures of other code are off limits", w)
-            elif node.attr in ("__torch_function__", "__torch_dispatch__"):
-                ctx.flag(R_PY_LAZY, f".{node.attr}: intercepting torch calls is not allowed", w)
-        elif (
+                    self.ctx.flag(R_PY_PATCH, f"assignment to {d or owner + '...'}: patching modules or the reference is not allowed", w)
+
+    def _call(self, node: ast.Call, w) -> None:
+        ctx, f = self.ctx, node.func
+        fname = f.id if isinstance(f, ast.Name) else None
+        attr = f.attr if isinstance(f, ast.Attribute) else ""
+        if attr in ("__setattr__", "__delattr__"):
+            ctx.flag(R_PY_PATCH, f".{attr}(): patching objects through dunder setters is not allowed", w)
+        if fname in ("setattr", "delattr") and node.args and self._module_or_ref(node.args[0]):
+            ctx.flag(R_PY_PATCH, f"{fname}() on {self._module_or_ref(node.args[0])}: patching modules or the reference is not allowed", w)
+        elif fname in ("getattr", "hasattr") and len(node.args) >= 2 and (owner := self._module_or_ref(node.args[0])):
+            constant = isinstance(node.args[1], ast.Constant)
+            # hasattr(torch, "compile") asks about the installed version; a constant getattr is a
+            # plain lookup in the kernelbench profile (torch ops are allowed there anyway)
+            if not constant or (owner.split(".")[0] == "torch" and fname == "getattr" and ctx.profile != RulesProfile.KERNELBENCH):
+                ctx.flag(R_PY_DYNAMIC, f"{fname}() on {owner}: look names up directly so they can be checked", w)
+        elif fname in DYNAMIC_BUILTINS and fname not in self.shadowed:
+            ctx.flag(R_PY_DYNAMIC, f"{fname}(): dynamic code and namespace access are not allowed in a solution", w)
+        elif fname == "open" and fname not in self.shadowed:
+            ctx.flag(R_PY_FILE, "open(): a solution must not read or write files", w)
+        elif fname in self.ref_names:
+            ctx.flag(R_PY_REFERENCE, f"{fname}(...): instantiating the reference model is a fallback", w)
+        dotted = self.mod.dotted(f) if isinstance(f, ast.Attribute) else None
+        if dotted and MODULE_HOOK_RE.search(dotted) and dotted.startswith("torch"):
+            ctx.flag(R_PY_PATCH, f"{dotted}(): global module hooks reach the reference and the checker", w)
+        if attr in ("_make_subclass", "_make_wrapper_subclass", "as_subclass"):
+            ctx.flag(R_PY_LAZY, f".{attr}(): tensor subclasses are not allowed (deferred or faked results)", w)
+        if ctx.fp32_task and attr in ("half", "bfloat16") and not node.args:
+            ctx.flag(R_PY_PRECISION, f".{attr}(): reduced precision in an FP32 task", w)
+
+    def _class(self, node: ast.ClassDef) -> None:
+        for b in node.bases:
+            d = self.mod.dotted(b)
+            if isinstance(b, ast.Name) and b.id in self.ref_names:
+                self.ctx.flag(R_PY_REFERENCE, f"class {node.name}({b.id}): inheriting from the reference model is a fallback", self.mod.where(b))
+            elif d in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                self.ctx.flag(R_PY_LAZY, f"class {node.name}({d}): tensor subclasses are not allowed (deferred or faked results)", self.mod.where(b))
+
+    def _attribute(self, node: ast.Attribute, w) -> None:
+        ctx = self.ctx
+        if node.attr in ("__class__", "__dict__") and any(node is getattr(t, "value", None) for t in self.targets_all):
+            ctx.flag(R_PY_PATCH, f".{node.attr} assignment: changing an object's class or namespace is not allowed", w)
+        if node.attr == "elapsed_time":
+            ctx.flag(R_PY_TIMER, ".elapsed_time: a solution must not time itself", w)
+        elif node.attr in FRAME_ATTRS:
+            ctx.flag(R_PY_FRAME, f".{node.attr}: frames, globals and closures of other code are off limits", w)
+        elif node.attr in ("__torch_function__", "__torch_dispatch__"):
+            ctx.flag(R_PY_LAZY, f".{node.attr}: intercepting torch calls is not allowed", w)
+
+    def _other(self, node: ast.AST, w) -> None:
+        ctx = self.ctx
+        if (
             isinstance(node, ast.Name) and node.id in DYNAMIC_BUILTINS | {"setattr", "delattr", "open"}
-            and id(node) not in reported and node.id not in shadowed and isinstance(node.ctx, ast.Load)
+            and id(node) not in self.reported and node.id not in self.shadowed and isinstance(node.ctx, ast.Load)
         ):
             ctx.flag(R_PY_DYNAMIC, f"{node.id} used as a value: builtins that run code or patch objects must be called directly", w)
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
             ctx.flag(R_PY_FRAME, f"{node.id}: interpreter internals are off limits", w)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers and id(node) in in_functions:
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers and id(node) in self.in_functions:
             ctx.flag(R_PY_TRY, "try/except in a solution: a failing kernel must fail, not fall back", w)
-        elif isinstance(node, ast.Name) and node.id in ref_names and isinstance(node.ctx, ast.Load) and id(node) not in reported:
+        elif isinstance(node, ast.Name) and node.id in self.ref_names and isinstance(node.ctx, ast.Load) and id(node) not in self.reported:
             ctx.flag(R_PY_REFERENCE, "Model: the reference model is not available to a solution", w)
 
 
