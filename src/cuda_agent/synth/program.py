@@ -112,22 +112,22 @@ class Program:
         return render(self)
 
 
+# extra input kinds whose values need only the shape: the expression that draws them
+_EXTRA_VALUES = {
+    "randn": "torch.randn({dims})",
+    "pos": "torch.rand({dims}) + 0.5",
+    "unit": "torch.rand({dims}) * 1.8 - 0.9",
+    "prob": "torch.rand({dims})",
+    "bool": "torch.rand({dims}) > 0.5",
+    "sign": "torch.randint(0, 2, ({dims})).float() * 2 - 1",
+    "binary": "torch.randint(0, 2, ({dims})).float()",
+}
+
+
 def _extra_code(shape: Shape, kind: str, run_shape: Shape) -> str:
     dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
-    if kind == "randn":
-        return f"torch.randn({dims})"
-    if kind == "pos":
-        return f"torch.rand({dims}) + 0.5"
-    if kind == "unit":
-        return f"torch.rand({dims}) * 1.8 - 0.9"
-    if kind == "prob":
-        return f"torch.rand({dims})"
-    if kind == "bool":
-        return f"torch.rand({dims}) > 0.5"
-    if kind == "sign":
-        return f"torch.randint(0, 2, ({dims})).float() * 2 - 1"
-    if kind == "binary":
-        return f"torch.randint(0, 2, ({dims})).float()"
+    if kind in _EXTRA_VALUES:
+        return _EXTRA_VALUES[kind].format(dims=dims)
     if kind == "perm:first":
         return f"torch.randperm({run_shape[0]})[:{shape[0]}]"
     if kind.startswith("int:"):
