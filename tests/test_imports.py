@@ -1,12 +1,15 @@
-"""No import cycle inside any package of cuda_agent, read from the sources (module-level imports).
+"""No import cycle inside any package of cuda_agent, read from the sources.
 
 For each package, the nodes are its own modules (``__init__`` included) and its subpackages, each
-subpackage taken as one node (its insides are checked as a package of their own); an edge is a
-module-level import (also inside a module-level ``try``/``if``, not under ``if TYPE_CHECKING``)
-from one node to another.  A cycle among them is a failure: at the top level that is a cycle
+subpackage taken as one node (its insides are checked as a package of their own); an edge is an
+import from one node to another, wherever it stands: at module level, inside a ``try``/``if``, or
+inside a function (a late import hides a cycle from the interpreter, not from a reader), but not
+under ``if TYPE_CHECKING``.  A cycle among them is a failure: at the top level that is a cycle
 between layers (``sandbox`` -> ``agent`` -> ``sandbox``), inside ``sandbox`` one between its
-modules (``build`` -> ``process`` -> ``isolation`` -> ``build``).  Imports inside functions are
-not counted: they are how a module reaches a heavy dependency late, not a layering.
+modules (``build`` -> ``process`` -> ``isolation`` -> ``build``).  A registry whose built-in
+plugins register themselves on import keeps its definitions in a module of their own
+(``synth/compose/base.py``, ``sandbox/pool/backend.py``) so that the plugins import that, not the
+module that lists them.
 """
 
 from __future__ import annotations
@@ -30,26 +33,24 @@ def _is_module(name: str) -> bool:
     return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
 
 
-def _top_level_imports(body: list[ast.stmt]):
+def _imports(body: list[ast.stmt]):
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, ast.If):
-            if "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            yield from _top_level_imports(node.body)
-            yield from _top_level_imports(node.orelse)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
-                yield from _top_level_imports(block)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from _imports(node.orelse)
+        else:  # every block below: if/else, try/except/finally, with, loops, functions, classes
+            for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody", "handlers", "cases")):
+                if isinstance(block, list):
+                    yield from _imports([x for x in block if isinstance(x, ast.AST)])
 
 
 def imported_modules(path: Path) -> set[str]:
-    """The cuda_agent modules that ``path`` imports at module level (full names)."""
+    """The cuda_agent modules that ``path`` imports (full names)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in _top_level_imports(ast.parse(path.read_text()).body):
+    for node in _imports(ast.parse(path.read_text()).body):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.startswith("cuda_agent"))
             continue
@@ -73,7 +74,7 @@ def _packages() -> list[Path]:
 
 
 def _graph(pkg: Path) -> dict[str, set[str]]:
-    """Nodes of package ``pkg`` -> the nodes they import (module-level)."""
+    """Nodes of package ``pkg`` -> the nodes they import."""
     prefix = _module_name(pkg / "__init__.py")
 
     def node_of(module: str) -> str | None:
@@ -134,7 +135,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 @pytest.mark.parametrize("pkg", _packages(), ids=lambda p: _module_name(p / "__init__.py"))
 def test_no_import_cycle_inside_a_package(pkg):
     cycles = _cycles(_graph(pkg))
-    assert not cycles, f"module-level import cycles in {_module_name(pkg / '__init__.py')}: {cycles}"
+    assert not cycles, f"import cycles in {_module_name(pkg / '__init__.py')}: {cycles}"
 
 
 def test_the_cycle_finder_finds_cycles():
@@ -145,3 +146,24 @@ def test_the_cycle_finder_finds_cycles():
     graph = _graph(ROOT / "sandbox")
     assert "results" in graph["check"] and "pool" in graph and "check" in graph["pool"]
     assert "launcher" in graph["isolation"]  # relative `from . import launcher` resolves to the module
+    assert "process" in graph["inline_build"]  # an import inside a function counts
+
+
+# the layers of docs/architecture.md, bottom up: a package imports only from layers below its own
+LAYERS = [
+    {"registry", "rules_profile", "tasks"},
+    {"reward"},
+    {"cliopts"},  # the options every command shares (--reward lists reward's schemes)
+    {"sandbox"},
+    {"synth", "agent", "eval", "ext"},
+    {"train"},
+    {"cli", "__init__"},
+]
+
+
+def test_no_upward_import_between_layers():
+    layer = {node: i for i, nodes in enumerate(LAYERS) for node in nodes}
+    graph = _graph(ROOT)
+    assert set(graph) <= set(layer), f"a package or module without a layer: {sorted(set(graph) - set(layer))}"
+    upward = [f"{a} -> {b}" for a, deps in sorted(graph.items()) for b in sorted(deps) if layer[b] >= layer[a]]
+    assert not upward, f"imports that do not go down a layer: {upward}"

@@ -250,7 +250,7 @@ def prebuild(task: Task, solution: str | Path, o: CheckOptions) -> list[dict]:
         runner = RunnerProcess(job_dir / "job.json", env={"CUDA_AGENT_DEVICE": o.device, "CUDA_VISIBLE_DEVICES": "",
                                                           "PYTHONDONTWRITEBYTECODE": "1"},
                                **({"limits": o.limits} if o.limits is not None else {}))
-        runner.on_build = lambda req: inline_build.serve(req, o.device, job_dir, o.build_timeout)
+        runner.on_build = inline_build.server(o.device, job_dir, o.build_timeout)
         return list(runner.request({"cmd": "load"}, o.verify_timeout).get("extensions", []))
     except Exception:  # noqa: BLE001 - the check builds what is missing and gives the verdict
         return []
@@ -472,7 +472,7 @@ class _Check:
             runner = RunnerProcess(job_dir / "job.json", env=self.env,
                                    **({"limits": o.limits} if o.limits is not None else {}))
         self.runner = runner
-        runner.on_build = lambda req: inline_build.serve(req, o.device, job_dir, o.build_timeout)
+        runner.on_build = inline_build.server(o.device, job_dir, o.build_timeout)
         res.isolation = getattr(runner, "isolation", "")
         res.warnings += list(getattr(runner, "warnings", []))
 

@@ -30,6 +30,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from .cache import cache_root
 
@@ -123,6 +124,17 @@ def _pool_arch() -> str | None:
 def key(req: dict, device: str) -> str:
     blob = json.dumps({"request": req, "toolchain": _toolchain_tag(device)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def server(device: str, job_dir: Path, timeout: float) -> Callable[[dict], dict]:
+    """The runner's ``on_build``: its build requests answered into ``job_dir``."""
+    return lambda req: serve(req, device, job_dir, timeout)
+
+
+def server_for(job_file: Path, timeout: float) -> Callable[[dict], dict]:
+    """``server`` for the job in ``job_file`` (its device, its directory)."""
+    device = json.loads(Path(job_file).read_text()).get("device", "cuda")
+    return server(device, Path(job_file).parent, timeout)
 
 
 def serve(req: dict, device: str, job_dir: Path, timeout: float = 600.0) -> dict:

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
+from . import inline_build
 from . import roofline as rl
 from .isolation import Limits
 from .process import find_cuda_tool, keep_log, run_under
@@ -247,7 +248,7 @@ def profile(job_file: Path, seed: int, sources_text: str = "", *, env: dict[str,
     lim = replace(lim, loopback=True, drop_caps=lim.drop_caps and not keep_caps)
     try:
         why, runner = run_under(command(exe, log), Path(job_file), seed, env=env, limits=lim, timeout=timeout,
-                                warmup=1, profile_range=True)
+                                warmup=1, profile_range=True, on_build=inline_build.server_for(Path(job_file), timeout))
     except Exception as e:  # noqa: BLE001 - feedback, never a lost result
         return NcuReport(error=f"ncu could not be started: {type(e).__name__}: {e}",
                          seconds=round(time.perf_counter() - t0, 2))

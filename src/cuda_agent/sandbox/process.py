@@ -755,16 +755,16 @@ def run_contained(argv: list[str], job_file: Path, timeout: float, env: dict[str
     return code, text
 def run_under(wrap: list[str], job_file: Path, seed: int, *, env: dict[str, str] | None = None,
               limits: Limits | None = None, timeout: float = 300.0, warmup: int = 0,
-              profile_range: bool = False) -> tuple[str | None, RunnerProcess]:
+              profile_range: bool = False,
+              on_build: Callable[[dict], dict] | None = None) -> tuple[str | None, RunnerProcess]:
     """Start the runner of ``job_file`` behind ``wrap`` (a profiler or sanitizer) in the same
     sandbox as a check, load the solution and run one forward on the inputs of ``seed`` (after
     ``warmup`` unmeasured ones; ``profile_range`` brackets it with cudaProfilerStart/Stop), then
-    let the tool finish.  (None, runner) when the forward ran, else (why, runner)."""
+    let the tool finish; ``on_build`` answers the build requests of a single-file solution
+    (inline_build.server_for: the same trusted cache as its check).  (None, runner) when the
+    forward ran, else (why, runner)."""
     runner = RunnerProcess(job_file, env=env, limits=limits, wrap=wrap)
-    from . import inline_build  # a single-file solution's extensions: the same trusted cache as its check
-
-    device = json.loads(Path(job_file).read_text()).get("device", "cuda")
-    runner.on_build = lambda req: inline_build.serve(req, device, Path(job_file).parent, timeout)
+    runner.on_build = on_build
     why: str | None = None
     try:
         rep = runner.request({"cmd": "load"}, timeout)

@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from . import inline_build
 from .isolation import Limits
 from .process import find_cuda_tool, keep_log, run_under
 from .results import SanitizerFinding, SanitizerReport
@@ -144,7 +145,7 @@ def run(tool: str, job_file: Path, seed: int, source_names: set[str] | None = No
     lim = replace(limits or Limits(), loopback=True)
     try:
         why, runner = run_under(command(exe, tool, log), Path(job_file), seed, env={**(env or {}), **ENV},
-                                limits=lim, timeout=timeout)
+                                limits=lim, timeout=timeout, on_build=inline_build.server_for(Path(job_file), timeout))
     except Exception as e:  # noqa: BLE001 - feedback, never a lost result
         return SanitizerReport(tool, error=f"compute-sanitizer could not be started: {type(e).__name__}: {e}")
     try:

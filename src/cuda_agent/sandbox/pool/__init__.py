@@ -2,8 +2,8 @@
 
 ``Pool`` (pool.py) takes jobs (task, solution snapshot, CheckOptions, priority), keeps them in
 sqlite (store.py, jobs.py, snapshot.py), builds them on CPU builders and runs ``check()`` on
-exclusive slots through a back-end chosen by name (backend.py: ``local`` in local.py +
-worker.py, ``ray`` in ray_backend.py, or your own).  audit.py verifies afterwards that no two
+exclusive slots through a back-end chosen by name (backend.py; backends.py looks them up:
+``local`` in local.py + worker.py, ``ray`` in ray_backend.py, or your own).  audit.py verifies afterwards that no two
 jobs shared a device and that every job has a result; cli.py is ``cuda-agent pool``.
 See docs/pool.md.  Names are imported lazily, so ``cuda-agent --help`` does not load torch.
 """
@@ -16,8 +16,8 @@ from typing import Any
 _EXPORTS = {
     "Pool": "pool", "job_timeout": "pool",
     "Audit": "audit", "audit_records": "audit",
-    "Backend": "backend", "Event": "backend", "WorkItem": "backend", "backend_names": "backend",
-    "get_backend": "backend", "register_backend": "backend",
+    "Backend": "backend", "Event": "backend", "WorkItem": "backend", "register_backend": "backend",
+    "backend_names": "backends", "get_backend": "backends",
     "JobRecord": "jobs", "options_from_dict": "jobs", "options_to_dict": "jobs",
     "PoolError": "store", "Store": "store",
 }

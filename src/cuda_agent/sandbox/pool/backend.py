@@ -112,20 +112,3 @@ _BACKENDS: Registry = Registry("pool back-end")
 def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
     """Class/factory decorator; a name taken by another back-end is refused."""
     return _BACKENDS.register(name)
-
-
-def backend_names() -> list[str]:
-    _load_builtin()
-    return sorted(_BACKENDS)
-
-
-def get_backend(name: str) -> BackendFactory:
-    _load_builtin()
-    try:
-        return _BACKENDS[name]
-    except KeyError:
-        raise KeyError(f"unknown pool back-end {name!r}; known: {', '.join(sorted(_BACKENDS))}") from None
-
-
-def _load_builtin() -> None:
-    from . import local, ray_backend  # noqa: F401  (register themselves; ray itself is imported lazily)

@@ -35,7 +35,7 @@ def _path(p: str, base: Path) -> str:
 
 
 def _backends() -> list[str]:
-    from .backend import backend_names
+    from .backends import backend_names
 
     return backend_names()
 

@@ -27,7 +27,8 @@ from ..check import CheckOptions
 from ..isolation import Limits
 from ..results import CheckResult
 from .audit import Audit, audit_records
-from .backend import BUILT, CHECKED, DIED, Backend, Event, WorkItem, get_backend
+from .backend import BUILT, CHECKED, DIED, Backend, Event, WorkItem
+from .backends import get_backend
 from .jobs import (BUILDING, DONE, QUEUED, READY, RUNNING, WORKER_DIED, WORKER_TIMEOUT, JobRecord,
                    failure_result, options_to_dict)
 from .jobs import CHECKED as OUT_CHECKED

@@ -15,7 +15,7 @@ from typing import Any
 from ...tasks import TaskError, validate_source
 from ..ops import OpSpec
 from ..program import ComposeError
-from . import BUCKETS, Candidate, register_composer
+from .base import BUCKETS, Candidate, register_composer
 from .programmatic import ProgrammaticComposer
 
 SYSTEM = ("You write PyTorch reference problems for a GPU-kernel benchmark. A problem is one Python file that "

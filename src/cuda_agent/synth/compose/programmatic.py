@@ -22,7 +22,7 @@ from collections import defaultdict
 from ..gpucost import estimate_ms, log_uniform
 from ..ops import OpSpec, sample_family
 from ..program import ComposeError, Limits, Program, Step, make_step
-from . import BUCKETS, Candidate, register_composer
+from .base import BUCKETS, Candidate, register_composer
 
 
 @register_composer("programmatic")
