@@ -147,13 +147,17 @@ def test_a_cached_output_earns_nothing(example_task, tmp_path, kind):
     inside the timing loop), its class named.  By a checksum of sampled values: every timed
     call has new values, so the cache never hits and the solution times like the honest one."""
     f = solution(tmp_path, CACHED.format(key=CACHES[kind]), kind)
+    honest_f = solution(tmp_path, HONEST, "honest") if kind == "checksum" else None
+    honest = [check(example_task, honest_f, opts(timing=True, n_sets=3))] if honest_f else []
     r = check(example_task, f, opts(timing=True, n_sets=3))
     if kind == "checksum":
         # (without fresh inputs in the timing loop it timed 0.005 ms a call against the honest
-        # solution's 0.3 ms: a "60x" speedup on this task)
+        # solution's 0.3 ms: a "60x" speedup on this task).  The honest one is timed before and
+        # after it and the faster time kept: a busy moment on shared cores can slow one of them 8x.
         assert r.correct, r.error
-        honest = check(example_task, solution(tmp_path, HONEST, "honest"), opts(timing=True, n_sets=3))
-        assert r.t_gen_ms > 0.2 * honest.t_gen_ms, (r.timing, honest.timing)  # noise, not 60x
+        honest.append(check(example_task, honest_f, opts(timing=True, n_sets=3)))
+        fastest = min(h.t_gen_ms for h in honest)
+        assert r.t_gen_ms > 0.2 * fastest, (r.timing, [h.timing for h in honest])  # noise, not 60x
     else:
         assert not r.correct and r.reward == -1, r.to_dict()
         assert set(r.exploit_classes) & {7, 12}, (r.exploit_classes, r.error)
