@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu_scaled_swish"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-KERNELBENCH_DEFAULT = Path("/work/shared/kernelbench/kernelbench.jsonl")
+KERNELBENCH_DEFAULT = ROOT.parent / "shared" / "kernelbench" / "kernelbench.jsonl"  # ../shared beside the checkout
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,7 +10,7 @@ import pytest
 from cuda_agent.synth.evaluate import FilterConfig
 from cuda_agent.synth.runner import EvalWorker
 
-KB_DEFAULT = "/work/shared/kernelbench/kernelbench.jsonl"
+KB_DEFAULT = str(Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench" / "kernelbench.jsonl")
 
 
 @pytest.fixture(scope="session")
