@@ -171,6 +171,11 @@ class _Cursor:
     def next_sets(self, n: int) -> list[int]:
         return [(self.i + j) % self.n_sets for j in range(n)]
 
+    def spot(self, spot: Callable[[int], Any]) -> None:
+        """An untimed spot check on the next set, which the next timed call then skips."""
+        spot(self.current())
+        self.i += 1
+
 
 def measure(call: Callable[[int], Any], n_sets: int, device: str, recipe: Recipe = Recipe(),
             spot: Callable[[int], Any] | None = None, n_spot: int = 0,
@@ -238,8 +243,7 @@ def _sample(calls: _Cursor, k: int, cuda: bool, recipe: Recipe, sync: Callable[[
     def before_sample() -> None:
         nonlocal n_started
         if spot and (n_started in spot_at or (n_started >= recipe.min_samples and rng.random() < late_rate)):
-            spot(calls.current())
-            calls.i += 1
+            calls.spot(spot)
         n_started += 1
         if refresh is not None:  # the sets of the next k calls get new values (untimed)
             refresh(calls.next_sets(k))
