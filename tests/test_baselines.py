@@ -50,3 +50,24 @@ def test_the_compile_baseline_uses_compiler_caches_of_its_own(example_task, tmp_
     assert "error" not in got, got
     assert 0 < got["compile_ms"] < 1e4 and 0 < got["eager_ms"] < 1e4
     assert not shared.exists() or not any(shared.rglob("*")), sorted(map(str, shared.rglob("*")))[:5]
+
+
+def test_a_cached_baseline_serves_comparable_conditions_only(example_task):
+    """The cache answers a candidate timed under the conditions it was taken under; a candidate
+    timed on a much busier (or quieter) machine gets baselines measured beside it."""
+    first = baselines.get(example_task, "cpu", QUICK, 3, compile=False)
+    assert "error" not in first, first
+    key = baselines._key(example_task, "cpu", QUICK, 3, False)
+    con = baselines._db()
+    try:  # pin the cached entry's conditions, so that the test does not depend on this machine's load
+        val = {**{k: v for k, v in first.items() if k not in ("cached", "remeasured", "cached_conditions")},
+               "conditions": {"cpu": 1.0}, "stable": True}
+        con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)", (key, json.dumps(val), 0.0))
+        con.commit()
+    finally:
+        con.close()
+    same = baselines.get(example_task, "cpu", QUICK, 3, compile=False, under={"cpu": 1.05})
+    assert same["cached"] is True and same["eager_ms"] == val["eager_ms"]
+    busy = baselines.get(example_task, "cpu", QUICK, 3, compile=False, under={"cpu": 4.0})
+    assert busy["cached"] is False and busy["remeasured"] is True
+    assert busy["cached_conditions"] == {"cpu": 1.0}

@@ -123,9 +123,14 @@ def test_example_with_other_reward_schemes_and_cached_baselines(full_check, exam
     assert r.correct, r.error
     assert r.build.compiled == []  # everything from the cache
     assert r.reward == pytest.approx(r.t_compile_ms / r.t_gen_ms)
-    # the baselines came from the cache: identical numbers, no re-measurement
-    assert (r.t_eager_ms, r.t_compile_ms) == (full_check.t_eager_ms, full_check.t_compile_ms)
-    assert time.perf_counter() - t < full_check.seconds
+    # the baselines came from the cache (identical numbers, no re-measurement), unless the load
+    # changed between the two checks (CI's 2 busy cores): then the result says so
+    again = [w for w in r.warnings if w.startswith("baselines measured again")]
+    if again:
+        assert "other load" in again[0]
+    else:
+        assert (r.t_eager_ms, r.t_compile_ms) == (full_check.t_eager_ms, full_check.t_compile_ms)
+        assert time.perf_counter() - t < full_check.seconds
 
 
 def test_example_in_kernelbench_rules_and_milestones(example_task, example_dir):

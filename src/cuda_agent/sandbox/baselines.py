@@ -221,6 +221,7 @@ def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = Tr
                 cached is None or refresh or _load_score(val.get("conditions")) < _load_score(cached.get("conditions"))):
             con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)", (key, json.dumps(val), time.time()))
             con.commit()
-        return {**val, "cached": False, "remeasured": cached is not None}
+        return {**val, "cached": False, "remeasured": cached is not None,
+                "cached_conditions": cached.get("conditions") if cached is not None else None}
     finally:
         con.close()

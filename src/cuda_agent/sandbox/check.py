@@ -800,6 +800,9 @@ class _Check:
         res.t_compile_ms = base.get("compile_ms")
         if base.get("error"):
             res.error = f"baseline: {base['error']}"
+        elif base.get("remeasured"):  # say why the baselines differ from the last check's
+            res.warnings.append(f"baselines measured again beside this candidate: the cached ones were taken under "
+                                f"other load (then {base.get('cached_conditions')}, now {self.under})")
         if res.t_gen_ms and res.t_eager_ms:
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:
