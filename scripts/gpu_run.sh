@@ -21,6 +21,10 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 scripts/bench_build.py "$OUT/build.json" 2>&1 | tail -12
   python3 scripts/bench_timing.py "$OUT/timing.json" 2>&1 | tail -6
 fi
+if [ "$stage" = pch ]; then
+  # issue 13: cold load_inline builds with and without the precompiled torch/extension.h (CUDA + C++)
+  python3 scripts/bench_inline_pch.py "$OUT/pch-cuda.json" --device cuda --rounds "${PCH_ROUNDS:-2}" 2>&1 | tail -12
+fi
 if [ "$stage" = hardening ]; then
   # issue 3 on the GPU: the adversarial suite (each outcome logged for the report) and the fault suite
   export CUDA_AGENT_ADVERSARIAL_LOG="$OUT/adversarial.jsonl"

@@ -129,6 +129,8 @@ def test_the_extension_built_and_ran(kb_results, case, rules):
     res = kb_results[case.id, rules]
     assert res.compiled, _why(res)
     assert ran(res) == ([], True), f"{case.id} under {rules}: {ran(res)}"
+    # its cold build compiled against the precompiled torch/extension.h (gcc said nothing against it)
+    assert [e.get("pch") for e in res.extensions] == ["used"], res.extensions
 
 
 @pytest.mark.parametrize("rules", RULES)

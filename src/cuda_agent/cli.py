@@ -28,6 +28,19 @@ def _first_error(log: str | None) -> str:
     return (lines[1] if len(lines) > 1 else lines[0] if lines else "")[:200]
 
 
+def _built(x: dict) -> str:
+    """How an extension came to be: from the cache, or built (against the shared precompiled
+    torch/extension.h, and whether this build first had to make it)."""
+    secs = x.get("seconds", 0)
+    if x.get("cached"):
+        return f"cached build, {secs:.1f} s"
+    if x.get("pch_seconds"):
+        return (f"built, {secs:.1f} s: {x['pch_seconds']:.1f} s precompiling torch/extension.h, once per compiler "
+                f"and flag set; {secs - x['pch_seconds']:.1f} s the extension")
+    return f"built, {secs:.1f} s" + {"used": " against the precompiled torch/extension.h",
+                                     "not used": "; the precompiled torch/extension.h did not fit its flags"}.get(x.get("pch"), "")
+
+
 def print_result(r, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(r.to_dict()))
@@ -37,8 +50,7 @@ def print_result(r, as_json: bool) -> None:
         f"  ({r.build.seconds:.1f} s; compiled {', '.join(r.build.compiled) or 'nothing'}; "
         f"cached {len(r.build.cached)})" if r.build and r.build.so_path else ""))
     for x in r.extensions:
-        click.echo(f"extension {x['name']}: " + (f"loaded ({'cached build' if x.get('cached') else 'built'}, "
-                                                 f"{x.get('seconds', 0):.1f} s)" if x.get("ok") else
+        click.echo(f"extension {x['name']}: " + (f"loaded ({_built(x)})" if x.get("ok") else
                                                  "FAILED " + _first_error(x.get("error"))))
     if r.verdict or r.correct:
         click.echo(f"correct   {'yes' if r.correct else 'NO'}" + (

@@ -14,7 +14,11 @@ request*: the sources, functions and flags, nothing else.  The judge answers it 
   the flags are the candidate's: a ``-fplugin`` or ``-B`` cannot touch the judge;
 - only this side writes the cache (``<cache>/inline/<key>``); the runner, which cannot see
   the cache, gets a copy of the library in its job directory;
-- a compiler failure is cached too (the same source fails the same way), a timeout is not.
+- a compiler failure is cached too (the same source fails the same way), a timeout is not;
+- a cold build skips most of its C++ front end: ``torch/extension.h`` (what every extension
+  includes first, and what most of a C++ build's seconds go to) is precompiled once per toolchain
+  and flag set into ``<cache>/pch`` and offered to the compiler read-only (``_pch``); gcc checks
+  that it matches the compile and falls back to the header otherwise.
 
 Run as ``python -m cuda_agent.sandbox.inline_build REQUEST.json OUT_DIR`` it is that builder.
 """
@@ -22,12 +26,14 @@ Run as ``python -m cuda_agent.sandbox.inline_build REQUEST.json OUT_DIR`` it is 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -175,11 +181,16 @@ def _build(req: dict, device: str, entry: Path, timeout: float) -> None:
     """Build in a contained staging job; move the library (or the failure) into ``entry``."""
     from .process import job_root, run_contained
 
+    t0 = time.perf_counter()
+    pch = _pch(req, device, timeout)
+    pch_s = time.perf_counter() - t0
     job = job_root("cuda-agent-inline-")
     try:
         (job / "request.json").write_text(json.dumps(req))
-        (job / "job.json").write_text("{}")
+        (job / "job.json").write_text(json.dumps({"expose_ro": [str(pch)] if pch else []}))
         env = {"MAX_JOBS": str(os.cpu_count() or 1), "PYTHONDONTWRITEBYTECODE": "1"}
+        if pch:
+            env[PCH_ENV] = str(pch)
         arch = req.get("arch_list") or _toolchain_tag(device).get("sm")
         if arch:
             env["TORCH_CUDA_ARCH_LIST"] = arch
@@ -191,7 +202,10 @@ def _build(req: dict, device: str, entry: Path, timeout: float) -> None:
         lib = job / "out" / (req["name"] + LIB_SUFFIX)
         if code == 0 and lib.is_file():
             shutil.copy2(lib, tmp / lib.name)
-            res = {"ok": True, "library": lib.name, "build_seconds": None}
+            res = {"ok": True, "library": lib.name, "build_seconds": None,
+                   "pch": _pch_verdict(pch, req, log)}
+            if pch_s > 1.0:  # this build precompiled the header (once per toolchain and flag set)
+                res["pch_seconds"] = round(pch_s, 1)
         elif code is None:  # a timeout is not the source's fault every time: not cached
             shutil.rmtree(tmp, ignore_errors=True)
             raise TimeoutError(f"the build did not finish within {timeout:.0f} s")
@@ -214,6 +228,129 @@ def _trim(log: str, name: str, limit: int = 6000) -> str:
     return f"Error building extension '{name}':\n{text}"
 
 
+# --- a precompiled torch/extension.h ----------------------------------------------------------
+
+PCH_ENV = "CUDA_AGENT_PCH_DIR"
+PCH_TIMEOUT = 300.0
+# the candidate's C++ flags under which the shared header is compiled too (gcc refuses a PCH
+# built under other code-generation flags): common optimisation, standard and warning flags;
+# any other flag (a define, an include path, a plugin) builds without the PCH
+_PCH_SAFE = re.compile(r"^-(O[0-3sgz]?|Ofast|std=(c|gnu)\+\+\w+|ffast-math|fno-math-errno|funroll-loops|fopenmp"
+                       r"|march=native|mtune=native|DNDEBUG|g[0-3]?|w|W[A-Za-z0-9=-]*)$")
+
+
+def _pch(req: dict, device: str, timeout: float) -> Path | None:
+    """The directory holding ``torch/extension.h.gch`` for this request's C++ compile (built now
+    when missing, in a contained job; only this side writes it), or None: see ``pch_place``;
+    also when another build is making this variant right now, or it failed before (``failed``
+    marks it, so that nobody waits for it again)."""
+    place = pch_place(req, device)
+    if place is None:
+        return None
+    root, header = place.parent, place / "torch" / "extension.h.gch"
+    if header.is_file():
+        return place
+    if (root / "failed").exists():
+        return None
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # being built by another check: this one builds without it
+        if not header.is_file():
+            _build_pch(_pch_command(*_pch_variant(req, device)), root, min(timeout, PCH_TIMEOUT))
+    return place if header.is_file() else None
+
+
+def pch_place(req: dict, device: str) -> Path | None:
+    """Where the precompiled header for this (normalized) request lives, ``<cache>/pch/<variant>/
+    include``, or None when none applies: no C++ source includes torch/extension.h, a flag
+    outside ``_PCH_SAFE``, or a compiler that is not gcc."""
+    includes = (req["api"] == "load_inline" and req["cpp_sources"] and not req.get("no_implicit_headers")) or \
+        any("torch/extension.h" in t for t in [*req["cpp_sources"], *req["files"].values()])
+    if not includes or not all(_PCH_SAFE.match(f.strip()) for f in req["extra_cflags"]):
+        return None
+    cmd = _pch_command(*_pch_variant(req, device))
+    if cmd is None:
+        return None
+    digest = hashlib.sha256(json.dumps([cmd, _compiler_id(cmd[0]), _toolchain_tag(device)]).encode()).hexdigest()[:24]
+    return cache_root() / "pch" / digest / "include"
+
+
+def _pch_variant(req: dict, device: str) -> tuple[tuple[str, ...], str]:
+    """(the C++ flags, the include set: ``cuda`` when the extension builds with CUDA on a GPU)."""
+    cuda = req["with_cuda"] if req["with_cuda"] is not None else bool(req["cuda_sources"]) or any(
+        s.endswith((".cu", ".cuh")) for s in req["sources"])
+    return tuple(f.strip() for f in req["extra_cflags"]), "cuda" if cuda and device == "cuda" else "cpu"
+
+
+def _pch_verdict(pch: Path | None, req: dict, log: str) -> str | None:
+    """What became of the offered header: gcc says (``-Winvalid-pch``) when it does not use it."""
+    if pch is None:
+        return None
+    if "extension.h.gch" in log:
+        return "not used"
+    return "offered" if "-w" in (f.strip() for f in req["extra_cflags"]) else "used"
+
+
+@functools.lru_cache(maxsize=None)
+def _pch_command(flags: tuple[str, ...], device_type: str) -> tuple[str, ...] | None:
+    """The compiler command that precompiles torch/extension.h as torch's ninja file compiles an
+    extension's C++ (same defines, include directories and flags, in the same order; the output
+    ``OUT``), or None where the compiler is not gcc."""
+    import sysconfig
+
+    import torch.utils.cpp_extension as ce
+
+    try:
+        cxx = ce.get_cxx_compiler()
+        if not ce.check_compiler_is_gcc(cxx):
+            return None
+        system = [*ce.include_paths(device_type), sysconfig.get_path("include", scheme="posix_prefix")]
+        header = os.path.join(ce.include_paths("cpu")[0], "torch", "extension.h")
+    except Exception:  # noqa: BLE001 - no PCH is never an error
+        return None
+    cmd = [cxx, "-x", "c++-header", header, "-o", "OUT", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    for d in system:
+        cmd += ["-isystem", d]
+    return (*cmd, "-fPIC", "-std=c++20", *flags, "-w")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_id(cxx: str) -> str:
+    """The compiler's ``--version`` line: a new compiler is a new PCH variant."""
+    import subprocess
+
+    return subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+
+
+def _build_pch(cmd: tuple[str, ...], root: Path, timeout: float) -> None:
+    """Run ``cmd`` contained in a job under ``root`` (on disk: the header is ~800 MB), then move
+    its output into ``root/include/torch`` (or mark the variant ``failed``)."""
+    from .process import run_contained
+
+    job = Path(tempfile.mkdtemp(prefix="job-", dir=root))
+    try:
+        (job / "job.json").write_text("{}")
+        out = job / "out" / "extension.h.gch"
+        out.parent.mkdir()
+        argv = [str(out) if w == "OUT" else w for w in cmd]
+        code, log = run_contained(argv, job / "job.json", timeout=timeout)
+        if code == 0 and out.is_file():
+            place = root / "include" / "torch"
+            place.mkdir(parents=True, exist_ok=True)
+            # the header itself beside its PCH: gcc resolves a second #include of it (most sources
+            # include it after load_inline's own) in the directory where it found the PCH
+            if not (place / "extension.h").exists():
+                os.symlink(cmd[cmd.index("c++-header") + 1], place / "extension.h")
+            os.replace(out, place / "extension.h.gch")
+        elif code is not None:  # a timeout may be a busy machine: tried again next time
+            (root / "failed").write_text(log[-4000:])
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
 # --- the builder (runs contained) -----------------------------------------------------------
 
 def _builder(req_file: str, out_dir: str) -> int:
@@ -231,7 +368,9 @@ def _builder(req_file: str, out_dir: str) -> int:
     # build only: the library is loaded by the runner, never in a process of the judge's side
     ce._import_module_from_library = lambda name, path, is_python_module: os.path.join(path, name + LIB_SUFFIX)
     torch.ops.load_library = lambda path: None
-    common = dict(extra_cflags=req["extra_cflags"] or None, extra_cuda_cflags=req["extra_cuda_cflags"] or None,
+    pch = os.environ.get(PCH_ENV)  # first among the -I directories after the candidate's own
+    cflags = ([f"-I{pch}", "-Winvalid-pch"] if pch else []) + req["extra_cflags"]
+    common = dict(extra_cflags=cflags or None, extra_cuda_cflags=req["extra_cuda_cflags"] or None,
                   extra_ldflags=req["extra_ldflags"] or None,
                   extra_include_paths=[str(src / d) for d in req["include_dirs"]] or None,
                   build_directory=str(out), verbose=True, with_cuda=req["with_cuda"])

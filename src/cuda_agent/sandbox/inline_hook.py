@@ -150,6 +150,9 @@ def _through_judge(orig: Callable, api: str, ask: Callable[[dict], dict]) -> Cal
             ev["error"] = str(e)[:300]
             raise
         ev["cached"] = bool(rep.get("cached"))
+        for k in ("pch", "pch_seconds"):  # the precompiled torch/extension.h: used, not used, offered; made now
+            if rep.get(k):
+                ev[k] = rep[k]
         ev["seconds"] = round(time.perf_counter() - t0, 3)
         if not rep.get("ok"):
             log = str(rep.get("log") or "the build failed")

@@ -240,7 +240,9 @@ class CheckResult(_JSON):
     """Seconds spent in each stage (build, reference, start, verify, extra, timing, baselines)."""
     extensions: list[dict] = field(default_factory=list)
     """Every extension a single-file solution built while it was imported (``load_inline``/``load``):
-    name, ok, cached, seconds, error - a failed build is listed even when the solution caught it."""
+    name, ok, cached, seconds, error - a failed build is listed even when the solution caught it -
+    and ``pch``: what gcc made of the shared precompiled torch/extension.h (``used``, ``not used``,
+    ``offered`` under ``-w``; absent: none offered), ``pch_seconds`` when this build first made it."""
     custom_calls: int | None = None
     """Calls of the solution's own code (extension functions, workspace ops, Triton kernels) during
     the verification forwards; 0: only torch ran.  None: not verified."""
