@@ -594,7 +594,7 @@ class _Check:
             res.warnings.append(f"the precision-honesty check did not run: the float64 reference is {ref.route}")
         if not self.kb and not res.custom_calls and not _uncounted_kernels(self.sol_file):
             v = Violation("no-custom-code", "forward ran none of the solution's own code (no extension function, "
-                          "workspace op or Triton kernel was called): the output came from torch alone "
+                          "workspace op, Triton or CuPy kernel was called): the output came from torch alone "
                           "(rules: strict)", "", exploit_class=1)
             res.violations.append(v)  # the numbers may be right: the verdict stays, the rule fails it
         self.lap("verify")
@@ -810,12 +810,13 @@ class _Check:
         self.lap("baselines")
 
 
-UNCOUNTED_LANGUAGES = ("cupy", "tilelang", "cutlass", "numba")
+UNCOUNTED_LANGUAGES = ("tilelang", "cutlass", "numba")
 
 
 def _uncounted_kernels(sol_file: Path) -> bool:
-    """The solution launches kernels in a language whose calls the runner does not count (CuPy's
-    RawKernel is a C type): the strict no-custom-code rule cannot judge it."""
+    """The solution launches kernels in a language whose calls the runner does not count (it
+    counts extensions, workspace ops, Triton and CuPy): the strict no-custom-code rule cannot
+    judge it."""
     import re
 
     try:

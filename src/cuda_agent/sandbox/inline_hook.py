@@ -10,13 +10,14 @@ Installed by the runner before the solution is imported:
   scratch (``TORCH_EXTENSIONS_DIR``), only slower.
 - Every build and its outcome is recorded, also one that fails inside a ``try/except`` that
   falls back to torch: the result then says the extension never loaded.
-- The extension's functions (and Triton kernels, and a workspace's ``torch.ops.kernels``) are
+- The extension's functions (and Triton and CuPy kernels, and a workspace's ``torch.ops.kernels``) are
   counted while the judge asks, so the result can say whether any of the solution's own code
   ran during ``forward``.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import inspect
 import os
@@ -173,11 +174,81 @@ def _through_judge(orig: Callable, api: str, ask: Callable[[dict], dict]) -> Cal
 
 
 def install(ask: Callable[[dict], dict]) -> None:
-    """Route ``load_inline``/``load`` through ``ask`` (a build request to the judge)."""
+    """Route ``load_inline``/``load`` through ``ask`` (a build request to the judge), and count
+    CuPy's kernels from the moment the solution imports CuPy."""
     import torch.utils.cpp_extension as ce
 
     ce.load_inline = _through_judge(ce.load_inline, "load_inline", ask)
     ce.load = _through_judge(ce.load, "load", ask)
+    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport({"cupy": _count_cupy}))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``patches[name](module)`` right after ``name`` is first imported.  CuPy's kernels are
+    usually made at the solution's import time (``_k = cp.RawKernel(src, "f")`` at module level),
+    so patching after the import would miss them; importing CuPy in every runner just in case
+    would cost every check its import time."""
+
+    def __init__(self, patches: dict[str, Callable[[Any], None]]) -> None:
+        self.patches = patches
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in self.patches:
+            return None
+        sys.meta_path.remove(self)  # let the other finders find it
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, patch = spec.loader, self.patches[name]
+
+        class _Patching(importlib.abc.Loader):
+            def create_module(self, spec: Any) -> Any:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: Any) -> None:
+                loader.exec_module(module)
+                try:
+                    patch(module)
+                except Exception:  # noqa: BLE001 - an unknown CuPy layout: its calls go uncounted
+                    pass
+
+        spec.loader = _Patching()
+        return spec
+
+
+def _count_cupy(cp: Any) -> None:
+    """CuPy's kernel objects as subclasses that count their launches: ``RawKernel``,
+    ``ElementwiseKernel``, ``ReductionKernel`` by their name, and the functions that
+    ``RawModule.get_function`` returns.  (They are C types: their ``__call__`` cannot be patched
+    in place, but they can be subclassed.)"""
+    for cls_name in ("RawKernel", "ElementwiseKernel", "ReductionKernel"):
+        base = getattr(cp, cls_name, None)
+        if not isinstance(base, type):
+            continue
+
+        def __call__(self: Any, *args: Any, _base: type = base, **kwargs: Any) -> Any:
+            if _counting:
+                calls[f"cupy.{getattr(self, 'name', type(self).__name__)}"] += 1
+            return _base.__call__(self, *args, **kwargs)
+
+        try:
+            setattr(cp, cls_name, type(cls_name, (base,), {"__call__": __call__, "__module__": base.__module__}))
+        except TypeError:  # a final type
+            continue
+    module = getattr(cp, "RawModule", None)
+    if isinstance(module, type):
+        def get_function(self: Any, name: str, _base: type = module) -> Any:
+            return counted(_base.get_function(self, name), f"cupy.{name}")
+
+        try:
+            cp.RawModule = type("RawModule", (module,), {"get_function": get_function,
+                                                         "__module__": module.__module__})
+        except TypeError:
+            pass
 
 
 def count_kernel_languages() -> None:

@@ -244,7 +244,7 @@ class CheckResult(_JSON):
     and ``pch``: what gcc made of the shared precompiled torch/extension.h (``used``, ``not used``,
     ``offered`` under ``-w``; absent: none offered), ``pch_seconds`` when this build first made it."""
     custom_calls: int | None = None
-    """Calls of the solution's own code (extension functions, workspace ops, Triton kernels) during
+    """Calls of the solution's own code (extension functions, workspace ops, Triton and CuPy kernels) during
     the verification forwards; 0: only torch ran.  None: not verified."""
     weights: str = ""
     """How ModelNew got its parameters: ``seeded`` (constructed after the reference's seed),
