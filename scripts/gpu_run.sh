@@ -11,11 +11,17 @@ export PATH=/tmp/ca-bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 stage=${2:-all}
+carried_wheels() {  # .whl (and .whl-train: pydantic for KernelBench's evaluator) into /tmp/site, once per machine
+  [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl $(ls .whl-train/*.whl 2>/dev/null) && touch /tmp/site/.installed; }
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
+}
 if [ "$stage" = all ] || [ "$stage" = examples ]; then
   python3 scripts/run_examples.py "$OUT/examples.json" "$CUDA_AGENT_KERNELBENCH" 2>&1 | tee "$OUT/examples.log"
 fi
 if [ "$stage" = all ] || [ "$stage" = tests ]; then
-  python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider -o addopts="" -x 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
+  timeout "${TESTS_LIMIT:-300}" python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider -o addopts="" -rs --durations=8 \
+    2>&1 | tee "$OUT/pytest-gpu.log" | tail -30
 fi
 if [ "$stage" = all ] || [ "$stage" = bench ]; then
   python3 scripts/bench_build.py "$OUT/build.json" 2>&1 | tail -12
@@ -100,9 +106,8 @@ if [ "$stage" = gputools ]; then
 fi
 if [ "$stage" = kb ]; then
   # issue 13: single-file (load_inline/Triton/CuPy) solutions; KernelBench's own evaluator beside ours.
-  # KernelBench's evaluator needs pydantic (carried as wheels in .whl) and its tree (.devdata/kb_upstream).
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  # KernelBench's evaluator needs pydantic (carried as wheels in .whl-train) and its tree (.devdata/kb_upstream).
+  carried_wheels
   export KB_UPSTREAM=$PWD/.devdata/kb_upstream CUDA_AGENT_CACHE=/tmp/ca-kb-cache
   K="$OUT/kb"; mkdir -p "$K"
   # load_inline figures: KernelBench's own add example, a cold check then warm ones (its evaluator ~50 s)
@@ -119,8 +124,7 @@ if [ "$stage" = kb ]; then
 fi
 if [ "$stage" = kbsome ]; then
   # a subset of the agreement benchmark (after fixes): KB_ONLY="case ids"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  carried_wheels
   export KB_UPSTREAM=$PWD/.devdata/kb_upstream CUDA_AGENT_CACHE=/tmp/ca-kb-cache
   timeout "${KB_LIMIT:-200}" python3 scripts/kb_agreement.py --out "$OUT/kbsome" --workers 4 --only $KB_ONLY \
     --upstream "$KB_UPSTREAM" --kernelbench "$PWD/.devdata/kernelbench.jsonl" 2>&1 | tee "$OUT/kbsome.log" | tail -30
