@@ -151,3 +151,26 @@ def test_hf_server_batches_requests_and_returns_the_sampling_log_probs(tiny_mode
                 logits = model(input_ids=ids).logits[0, len(p) - 1:-1].float()
             ref = torch.log_softmax(logits / scale, -1).gather(-1, torch.tensor(o.token_ids)[:, None]).squeeze(-1)
             assert torch.allclose(torch.tensor(o.log_probs), ref, atol=2e-3), (mode, o.log_probs, ref)
+
+
+def test_the_critic_loads_without_flash_attn(tmp_path):
+    """verl loads the critic with flash-attention hard-coded; without flash-attn (CPU here, the
+    H200 image) our module makes it load with sdpa, a value head of one output per token."""
+    import importlib.util
+
+    import torch
+    import verl.utils.model as vm
+    from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
+
+    import cuda_agent.train.hf_rollout  # noqa: F401 - the patch is applied on import
+
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed: verl's own loader is kept")
+    cfg = Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    conf = AutoConfig.from_pretrained(tmp_path)
+    conf.num_labels = 1
+    critic = vm.load_valuehead_model(str(tmp_path), torch.float32, conf, False)
+    values = critic(torch.tensor([[1, 2, 3]])).logits
+    assert values.shape == (1, 3, 1)

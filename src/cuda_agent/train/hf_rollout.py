@@ -392,4 +392,32 @@ def register() -> None:
     RolloutReplicaRegistry.register(NAME, lambda: HFReplica)
 
 
+def critic_without_flash_attn() -> None:
+    """verl 0.9.1 loads the critic as ``AutoModelForTokenClassification`` with
+    ``attn_implementation="flash_attention_2"`` written into the call (its config's
+    ``attn_implementation`` is not consulted there) and, when that fails, only tries trl's value
+    head.  On a machine without flash-attn (this backend's single-GPU users, the H200 image) every
+    stage with a critic then fails at start.  Where flash-attn is missing, load the critic with the
+    attention its config names (sdpa unless set), as the actor already is."""
+    import importlib.util
+
+    import verl.utils.model as vm
+
+    orig = vm.load_valuehead_model
+    if importlib.util.find_spec("flash_attn") is not None or getattr(orig, "__wrapped__", None):
+        return
+
+    def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):
+        from transformers import AutoModelForTokenClassification
+
+        impl = getattr(model_config, "_attn_implementation", None)
+        return AutoModelForTokenClassification.from_pretrained(
+            local_path, torch_dtype=torch_dtype, config=model_config, trust_remote_code=trust_remote_code,
+            attn_implementation=impl if impl and not impl.startswith("flash") else "sdpa")
+
+    load_valuehead_model.__wrapped__ = orig  # type: ignore[attr-defined]
+    vm.load_valuehead_model = load_valuehead_model
+
+
 register()
+critic_without_flash_attn()
