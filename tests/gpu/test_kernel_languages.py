@@ -5,7 +5,6 @@ result counts their launches."""
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,6 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 CORPUS = Path(__file__).resolve().parents[1] / "kb_corpus" / "cuda"
-
-
-@pytest.fixture(scope="module")
-def task():
-    from cuda_agent.tasks import TaskError, resolve
-
-    try:
-        return resolve("L1/12", os.environ.get("CUDA_AGENT_KERNELBENCH"))
-    except TaskError as e:
-        pytest.skip(f"KernelBench L1/12 not available: {e}")
 
 
 @pytest.mark.parametrize("lang,file", [("cupy", "cupy_l1_12_diag_mul.py"), ("triton", "triton_l1_12_diag_mul.py")])

@@ -5,7 +5,6 @@ when the highest-priority snapshot of the outputs is taken (runner._occupy)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 ROOT = Path(__file__).resolve().parents[2]
 HACK = ROOT / "tests" / "kb_corpus" / "cuda" / "hack_l1_12_side_stream.py"
-
-
-@pytest.fixture(scope="module")
-def task():
-    from cuda_agent.tasks import TaskError, resolve
-
-    try:
-        return resolve("L1/12", os.environ.get("CUDA_AGENT_KERNELBENCH"))
-    except TaskError as e:
-        pytest.skip(f"KernelBench L1/12 not available: {e}")
 
 
 @pytest.mark.parametrize("rules", ["kernelbench", "strict"])
