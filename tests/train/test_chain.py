@@ -59,6 +59,17 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     n = sum(1 for x in labels if x != -100)
     assert 0 < n < len(ids) and tok.decode(ids[-n:]).startswith('<file path="kernels/relu.cpp">')
     assert info["prompt_tokens_max"] > len(ids) - n
+    # the warm start learnt the ids verl feeds: its tokenizer loader and its prompt builder (the
+    # only tokenization path of its agent loops) give every example's prompt as a prefix
+    from verl.utils import hf_tokenizer
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    builder = create_continuous_token_builder(hf_tokenizer(str(chain.model0)), hf_model_type="qwen2")
+    single = builder.build_initial_tokens(single_turn_messages(st.task, "cpu"))
+    assert chain.warm_examples[0][0][:len(single)] == single and chain.warm_examples[0][1][len(single)] != -100
+    msgs, tools = chain.warm_messages[1]
+    agentic = builder.build_initial_tokens(msgs[:2], tools=tools)
+    assert chain.warm_examples[1][0][:len(agentic)] == agentic
     for f in ("single_turn.parquet", "agentic.parquet"):
         assert (chain.data / f).stat().st_size > 0
     assert (tmp_path / "run" / "plots" / "0_warm_start.png").stat().st_size > 0

@@ -261,6 +261,23 @@ def build_tokenizer(corpus: list[str], vocab: int, out: Path):
     return fast
 
 
+def loaded_tokenizer(model_dir: Path, trained):
+    """The tokenizer as verl and the rollout load it: ``AutoTokenizer`` on the model directory.
+
+    transformers chooses the class from the model's type (``Qwen2Tokenizer`` for a Qwen2 config),
+    which brings its own pre-tokenizer: the same text then becomes other ids than the trained
+    tokenizer gives (measured: 5,411 tokens instead of 5,110 for a stage-1 prompt), and a model
+    fitted on the trained tokenizer's ids saw none of the prompts verl feeds it.  The warm start
+    therefore learns the ids of this one; the vocabulary must be the trained one's."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if tok.get_vocab() != trained.get_vocab():
+        raise RuntimeError(f"{model_dir}: the tokenizer loaded from the model directory ({type(tok).__name__}) "
+                           "has another vocabulary than the one trained")
+    return tok
+
+
 def build_model(tokenizer, preset: Preset, max_len: int, out: Path):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -472,20 +489,22 @@ class Chain:
             json.dumps(t) for _, tools in examples_msgs if tools for t in tools]
         self.model0 = self.out / "model0"
         done = self.out / "warm_start" / "info.json"
-        if done.is_file() and (self.model0 / "model.safetensors").is_file():  # an earlier run's warm start
-            info = json.loads(done.read_text())
+        info = json.loads(done.read_text()) if done.is_file() else {}
+        # an earlier run's warm start (one without "tokenizer" learnt other ids than verl feeds: redo it)
+        if "tokenizer" in info and (self.model0 / "model.safetensors").is_file():
             self.prompt_len = int(info["prompt_tokens_max"])
             self.echo(f"warm start: reused {self.model0}")
             return {**info, "reused": True}
-        tok = build_tokenizer(corpus, p.vocab, self.model0)
+        trained = build_tokenizer(corpus, p.vocab, self.model0)
+        model = build_model(trained, p, 2 * self._prompt_len(trained, examples_msgs) + p.agentic_response, self.model0)
+        model.save_pretrained(self.model0)
+        tok = loaded_tokenizer(self.model0, trained)
         examples = [encode_example(tok, msgs, tools, 2) for msgs, tools in examples_msgs]
-        self.prompt_len = max(len(_ids(tok.apply_chat_template(m[:2], tokenize=True, add_generation_prompt=True,
-                                                              **({"tools": t} if t else {}))))
-                              for m, t in examples_msgs) + 64
+        self.warm_messages, self.warm_examples = examples_msgs, examples  # what the warm start learns (tests)
+        self.prompt_len = self._prompt_len(tok, examples_msgs)
         longest = max(len(ids) for ids, _ in examples)
-        model = build_model(tok, p, self.prompt_len + p.agentic_response + 64, self.model0)
         info = {"tasks": list(self.tasks), "examples": len(examples), "prompt_tokens_max": self.prompt_len,
-                "example_tokens_max": longest, "vocab": len(tok),
+                "example_tokens_max": longest, "vocab": len(tok), "tokenizer": type(tok).__name__,
                 "parameters": sum(x.numel() for x in model.parameters())}
         self.echo(f"warm start: {json.dumps(info)}")
         t0 = time.time()
@@ -497,6 +516,12 @@ class Chain:
         self._plot_losses(losses)
         (self.out / "warm_start" / "info.json").write_text(json.dumps(info, indent=1))
         return info
+
+    @staticmethod
+    def _prompt_len(tok, examples_msgs: list[tuple[list[dict], list[dict] | None]]) -> int:
+        return max(len(_ids(tok.apply_chat_template(m[:2], tokenize=True, add_generation_prompt=True,
+                                                    **({"tools": t} if t else {}))))
+                   for m, t in examples_msgs) + 64
 
     def _cuda(self) -> bool:
         import torch
