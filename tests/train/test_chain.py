@@ -68,8 +68,7 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     single = builder.build_initial_tokens(single_turn_messages(st.task, "cpu"))
     assert chain.warm_examples[0][0][:len(single)] == single and chain.warm_examples[0][1][len(single)] != -100
     msgs, tools = chain.warm_messages[1]
-    agentic = builder.build_initial_tokens(msgs[:2], tools=tools)
-    assert chain.warm_examples[1][0][:len(agentic)] == agentic
+    assert replay_episode(builder, msgs, tools, tok.eos_token_id) == chain.warm_examples[1][0][:-1]  # all but the last "\n"
     for f in ("single_turn.parquet", "agentic.parquet"):
         assert (chain.data / f).stat().st_size > 0
     assert (tmp_path / "run" / "plots" / "0_warm_start.png").stat().st_size > 0
@@ -81,6 +80,25 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     done.mkdir(parents=True)
     run = again.run_stage("x_stage", None, done=done)
     assert run.rc == 0 and run.note.startswith("reused")
+
+
+def replay_episode(builder, msgs: list[dict], tools: list[dict], eos: int) -> list[int]:
+    """The token stream of a stage-3/4 episode as verl's agent loop builds it (first prompt, then
+    each generated turn appended as drawn, then each batch of tool results merged), with the
+    model's turns taken from the whole conversation's own ids: equal to them when the two agree."""
+    full = builder.build_initial_tokens(msgs, tools=tools)  # the whole rendering: the model's turns
+    ids = list(builder.build_initial_tokens(msgs[:2], tools=tools))
+    seen, k = msgs[:2], 2
+    while k < len(msgs):
+        if msgs[k]["role"] == "assistant":
+            assert full[:len(ids)] == ids, f"the stream left the conversation before turn {k}"
+            ids = list(builder.merge_assistant_tokens(ids, full[len(ids):full.index(eos, len(ids)) + 1]).token_ids)
+            seen, k = msgs[:k + 1], k + 1
+        else:
+            j = next((j for j in range(k, len(msgs)) if msgs[j]["role"] != "tool"), len(msgs))
+            ids = list(builder.merge_context_tokens(seen, msgs[:j], ids, tools=tools).token_ids)
+            seen, k = msgs[:j], j
+    return ids
 
 
 def test_rft_rows_keep_positive_samples(tmp_path):
