@@ -105,12 +105,13 @@ def test_rft_rows_keep_positive_samples(tmp_path):
     sts = scripted_tasks(2, "cuda")
     tasks = {s.task.id: s.task for s in sts}
     d = tmp_path / "samples"
-    d.mkdir()
-    lines = [{"input": "p", "output": answer_text(sts[0].right), "gts": sts[0].task.source, "score": 1.0, "step": 1},
-             {"input": "p", "output": answer_text(sts[1].wrong), "gts": sts[1].task.source, "score": -1.0, "step": 1},
-             {"input": "p", "output": "x", "gts": "not a task", "score": 1.0, "step": 2}]
-    (d / "1.jsonl").write_text("\n".join(json.dumps(x) for x in lines[:2]) + "\n")
-    (d / "2.jsonl").write_text(json.dumps(lines[2]) + "\n")
+    # written by verl's own writer of trainer.rollout_data_dir, reward extra info included
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    RayPPOTrainer._write_generations(["p", "p"], [answer_text(sts[0].right), answer_text(sts[1].wrong)],
+                                     [sts[0].task.source, sts[1].task.source], [1.0, -1.0],
+                                     {"failure": ["", "not correct"]}, str(d), 1)
+    RayPPOTrainer._write_generations(["p"], ["x"], ["not a task"], [1.0], {}, str(d), 2)
     rows, seen = rft_rows_from_samples(d, tasks, "cuda")
     assert seen == {"read": 3, "kept": 1, "not above min_reward": 1, "unknown task": 1}
     (row,) = rows
