@@ -36,6 +36,8 @@ if [ "$MODE" = chain ]; then
   echo "chain: exit ${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/chain.log"
   # after a timeout the copy in the chain's `finally` may not have run: copy what is there
   python3 -c "from pathlib import Path; from cuda_agent.train.chain import copy_plots; copy_plots(Path('.train-run/chain'), Path('$OUT/chain'))"
+  # only a few files come back from the device: the whole copy as one archive
+  tar czf "$OUT/chain.tgz" -C "$OUT" chain && rm -rf "$OUT/chain"
   exit 0
 fi
 timeout "${TRAIN_LIMIT:-500}" python3 -m pytest tests/train -q -p no:cacheprovider -o addopts="" -rs --durations=6 \
