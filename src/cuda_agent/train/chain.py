@@ -496,6 +496,8 @@ class Chain:
             self.echo(f"warm start: reused {self.model0}")
             return {**info, "reused": True}
         trained = build_tokenizer(corpus, p.vocab, self.model0)
+        # the config goes first so that the tokenizer can be loaded as verl loads it; its position
+        # range is a bound (RoPE: no weights), doubled because the loaded tokenizer's ids run longer
         model = build_model(trained, p, 2 * self._prompt_len(trained, examples_msgs) + p.agentic_response, self.model0)
         model.save_pretrained(self.model0)
         tok = loaded_tokenizer(self.model0, trained)
