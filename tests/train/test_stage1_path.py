@@ -15,6 +15,7 @@ pytest.importorskip("verl", reason="verl is not installed (pip install 'cuda-age
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from cuda_agent.train import CONFIG_DIR  # noqa: E402
+from cuda_agent.train.chain import _ids  # noqa: E402
 from cuda_agent.train.data import JudgeSpec, single_turn_rows, write_parquet  # noqa: E402
 from cuda_agent.train.stages import LaunchSpec, overrides  # noqa: E402
 
@@ -22,7 +23,9 @@ from .conftest import answer  # noqa: E402
 
 
 class AnswerServer:
-    """``generate`` -> the next scripted answer (text tokenized, EOS appended); records the prompts."""
+    """``generate`` -> the next scripted answer (text tokenized, EOS appended); records the prompts.
+    Answers go one per request in arrival order (conftest's ScriptedServer scripts the turns of one
+    episode per request id, so every single-turn request would get its first turn)."""
 
     def __init__(self, tokenizer, answers: list[str]) -> None:
         self.tokenizer, self.answers, self.prompts = tokenizer, list(answers), []
@@ -36,7 +39,7 @@ class AnswerServer:
         return TokenOutput(token_ids=ids, log_probs=[-0.1] * len(ids), stop_reason="completed")
 
 
-def test_single_turn_rewards_through_verls_workers(task, tokenizer, tiny_model, tmp_path):
+def test_single_turn_rewards_through_verls_workers(task, tiny_model, tmp_path):
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
     from verl.protocol import DataProto
@@ -57,7 +60,7 @@ def test_single_turn_rewards_through_verls_workers(task, tokenizer, tiny_model, 
     loaded = AutoTokenizer.from_pretrained(tiny_model)  # as verl loads it (another class than the fixture's)
     right, wrong = answer("6.0f"), answer("5.0f")
     server = AnswerServer(loaded, [right, wrong])
-    ds = RLHFDataset(str(data), tokenizer, cfg.data)
+    ds = RLHFDataset(str(data), loaded, cfg.data)
     batch = DataProto.from_single_dict(collate_fn([ds[0], ds[1]]))
 
     async def main():
@@ -67,9 +70,8 @@ def test_single_turn_rewards_through_verls_workers(task, tokenizer, tiny_model, 
 
     out, scores = asyncio.run(main())
     # the prompt is the chat template's rendering with the tokenizer of the model directory
-    prompt = loaded.apply_chat_template(rows[0]["prompt"], tokenize=True, add_generation_prompt=True)
-    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
-    assert server.prompts[0] == prompt
+    assert server.prompts[0] == _ids(loaded.apply_chat_template(rows[0]["prompt"], tokenize=True,
+                                                                add_generation_prompt=True))
     got = [s["reward_extra_info"] for s in scores]
     assert [s["reward_score"] for s in scores] == [1.0, -1.0], got
     assert got[0]["correct"] and got[0]["n_files"] == 3 and got[1]["compiled"] and not got[1]["correct"]
