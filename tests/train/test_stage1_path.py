@@ -72,7 +72,12 @@ def test_single_turn_rewards_through_verls_workers(task, tiny_model, tmp_path):
     # the prompt is the chat template's rendering with the tokenizer of the model directory
     assert server.prompts[0] == _ids(loaded.apply_chat_template(rows[0]["prompt"], tokenize=True,
                                                                 add_generation_prompt=True))
-    got = [s["reward_extra_info"] for s in scores]
-    assert [s["reward_score"] for s in scores] == [1.0, -1.0], got
-    assert got[0]["correct"] and got[0]["n_files"] == 3 and got[1]["compiled"] and not got[1]["correct"]
-    assert out.batch["responses"].shape[0] == 2
+    # the rows' requests reach the server in either order: each row is judged on its own response
+    texts = loaded.batch_decode(out.batch["responses"], skip_special_tokens=True)
+    assert sorted(texts) == sorted([right, wrong])
+    for text, s in zip(texts, scores):
+        got = s["reward_extra_info"]
+        if text == right:
+            assert s["reward_score"] == 1.0 and got["correct"] and got["n_files"] == 3, got
+        else:
+            assert s["reward_score"] == -1.0 and got["compiled"] and not got["correct"], got
