@@ -816,10 +816,11 @@ class pool:
 
 def copy_plots(out: Path, dest: Path) -> None:
     """The run's plots, summary, per-stage metrics and the PPO stages' samples (verl's dumps, text
-    and score per sample: small files) into ``dest``."""
+    and score per sample) and agentic trajectories (small files) into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     for p in [out / "summary.json", *out.glob("plots/*.png"), *out.glob("*/metrics.jsonl"), *out.glob("*/log.txt"),
-              *out.glob("*/selection.json"), *out.glob("warm_start/info.json"), *out.glob("*/samples/*.jsonl")]:
+              *out.glob("*/selection.json"), *out.glob("warm_start/info.json"), *out.glob("*/samples/*.jsonl"),
+              *out.glob("*/trajectories/*/trajectory.jsonl")]:
         rel = p.relative_to(out)
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, dest / rel)

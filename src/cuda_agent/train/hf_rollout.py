@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -151,7 +152,13 @@ class HFServer:
             self.counts["batches"] += 1
             try:
                 async with self._model_lock:
+                    t0 = time.perf_counter()
                     results = await asyncio.to_thread(self._generate_batch, batch, key)
+                    # one line per batch in the stage's log: where generation time goes (device,
+                    # batch, lengths) is the first question about a slow rollout
+                    print(f"hf rollout: {len(batch)} requests, prompts <= {max(len(r.prompt) for r in batch)} "
+                          f"tokens, {max(len(r[0]) for r in results)} new, {time.perf_counter() - t0:.2f} s "
+                          f"on {next(self.model.parameters()).device}", flush=True)
             except Exception as e:  # every waiting request gets the error, the server lives on
                 for r in batch:
                     if not r.done.done():
