@@ -31,7 +31,7 @@ python3 -c "import verl, ray, transformers, pandas, pyarrow, torch; print('verl'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/versions.txt"
 if [ "$MODE" = chain ]; then
   # HF_BENCH=1: first the hf rollout's generation speed alone (scripts/bench_hf_rollout.py, ~1 min)
-  [ "${HF_BENCH:-0}" = 1 ] && timeout 180 python3 scripts/bench_hf_rollout.py "$OUT/hf-rollout.json" 2>&1 \
+  [ "${HF_BENCH:-0}" = 1 ] && timeout 180 python3 scripts/bench_hf_rollout.py "$OUT/hf-rollout.json" --new 64 2>&1 \
     | grep -v -i "warn\|it/s" | tee "$OUT/hf-rollout.log"
   T0=$(date +%s)
   timeout -k 10 "$(( ${CHAIN_LIMIT:-440} + 30 ))" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
