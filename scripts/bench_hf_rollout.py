@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--prompt", type=int, default=5400)
     ap.add_argument("--new", type=int, default=160)
+    ap.add_argument("--cudnn-sdp", action="store_true", help="turn cuDNN attention back on (the server turns it off)")
     a = ap.parse_args()
 
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -53,6 +54,8 @@ def main() -> None:
         server = HFServer(RolloutConfig(name="hf", prompt_length=a.prompt + 64, response_length=a.new,
                                         dtype="bfloat16", max_num_seqs=8),
                           HFModelConfig(path=d), device=a.device)
+        if a.cudnn_sdp:
+            torch.backends.cuda.enable_cudnn_sdp(True)
         # a random model rarely draws the eos: every row runs to --new tokens
         params = {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": a.new}
 
@@ -73,7 +76,7 @@ def main() -> None:
                     await server.wake_up()
                 for n in (1, 8):
                     s = await wave(n)
-                    rows.append({"case": f"HFServer {label}", "batch": n, "prompt": a.prompt, "new": a.new,
+                    rows.append({"case": f"HFServer {label}", "cudnn_sdp": a.cudnn_sdp, "batch": n, "prompt": a.prompt, "new": a.new,
                                  "seconds": round(s, 2), "ms_per_step": round(1000 * s / a.new, 1),
                                  "model_device": await server.device_of_model(), **await server.stats()})
                     print(json.dumps(rows[-1]), flush=True)
@@ -89,7 +92,7 @@ def main() -> None:
             if a.device == "cuda":
                 torch.cuda.synchronize()
             s = time.perf_counter() - t
-            rows.append({"case": "transformers generate alone", "batch": n, "prompt": a.prompt, "new": a.new,
+            rows.append({"case": "transformers generate alone", "cudnn_sdp": a.cudnn_sdp, "batch": n, "prompt": a.prompt, "new": a.new,
                          "seconds": round(s, 2), "ms_per_step": round(1000 * s / a.new, 1)})
             print(json.dumps(rows[-1]), flush=True)
     if a.out:

@@ -31,8 +31,12 @@ python3 -c "import verl, ray, transformers, pandas, pyarrow, torch; print('verl'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/versions.txt"
 if [ "$MODE" = chain ]; then
   # HF_BENCH=1: first the hf rollout's generation speed alone (scripts/bench_hf_rollout.py, ~1 min)
-  [ "${HF_BENCH:-0}" = 1 ] && timeout 180 python3 scripts/bench_hf_rollout.py "$OUT/hf-rollout.json" --new 64 2>&1 \
-    | grep -v -i "warn\|it/s" | tee "$OUT/hf-rollout.log"
+  if [ "${HF_BENCH:-0}" = 1 ]; then
+    for flag in "" --cudnn-sdp; do
+      timeout 120 python3 scripts/bench_hf_rollout.py "$OUT/hf-rollout$flag.json" --new 64 $flag 2>&1 \
+        | grep -v -i "warn\|it/s" | tee -a "$OUT/hf-rollout.log"
+    done
+  fi
   T0=$(date +%s)
   timeout -k 10 "$(( ${CHAIN_LIMIT:-440} + 30 ))" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
     --device cuda --rollout hf --time-limit "${CHAIN_LIMIT:-440}" --copy-to "$OUT/chain" 2>&1 | tee "$OUT/chain.log" | grep -E "^(==|warm|summary)"

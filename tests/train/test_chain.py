@@ -12,6 +12,7 @@ import pytest
 from cuda_agent.train.chain import (PRESETS, Chain, answer_text, encode_example, episode_messages, plot_stage,
                                     read_metrics, rft_rows_from_samples, scripted_tasks, solution)
 from cuda_agent.train.data import single_turn_messages
+from cuda_agent.agent.llm.text_format import parse_reply
 from cuda_agent.train.reward_fn import compute_score
 
 
@@ -67,8 +68,8 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     builder = create_continuous_token_builder(hf_tokenizer(str(chain.model0)), hf_model_type="qwen2")
     single = builder.build_initial_tokens(single_turn_messages(st.task, "cpu"))
     assert chain.warm_examples[0][0][:len(single)] == single and chain.warm_examples[0][1][len(single)] != -100
-    msgs, tools = chain.warm_messages[1]
-    assert replay_episode(builder, msgs, tools, tok.eos_token_id) == chain.warm_examples[1][0][:-1]  # all but the last "\n"
+    for (msgs, tools), (ids, _) in zip(chain.warm_messages, chain.warm_examples):
+        assert replay_episode(builder, tok, msgs, tools, ids) == ids
     for f in ("single_turn.parquet", "agentic.parquet"):
         assert (chain.data / f).stat().st_size > 0
     assert (tmp_path / "run" / "plots" / "0_warm_start.png").stat().st_size > 0
@@ -82,23 +83,51 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     assert run.rc == 0 and run.note.startswith("reused")
 
 
-def replay_episode(builder, msgs: list[dict], tools: list[dict], eos: int) -> list[int]:
-    """The token stream of a stage-3/4 episode as verl's agent loop builds it (first prompt, then
-    each generated turn appended as drawn, then each batch of tool results merged), with the
-    model's turns taken from the whole conversation's own ids: equal to them when the two agree."""
-    full = builder.build_initial_tokens(msgs, tools=tools)  # the whole rendering: the model's turns
+def replay_episode(builder, tok, msgs: list[dict], tools: list[dict] | None, example: list[int]) -> list[int]:
+    """The token stream of an episode as verl's agent loop builds it: the first prompt from its
+    builder, each model turn appended as drawn (here: the example's tokens up to the next
+    end-of-turn), each run of tool results merged by the builder. Each model turn must read back,
+    through the agent loop's own parser, as the tool calls and text of its message."""
     ids = list(builder.build_initial_tokens(msgs[:2], tools=tools))
-    seen, k = msgs[:2], 2
+    k = 2
     while k < len(msgs):
         if msgs[k]["role"] == "assistant":
-            assert full[:len(ids)] == ids, f"the stream left the conversation before turn {k}"
-            ids = list(builder.merge_assistant_tokens(ids, full[len(ids):full.index(eos, len(ids)) + 1]).token_ids)
-            seen, k = msgs[:k + 1], k + 1
+            assert example[:len(ids)] == ids, f"the stream left the example before turn {k}"
+            turn = example[len(ids):example.index(tok.eos_token_id, len(ids)) + 1]
+            content, calls = parse_reply(tok.decode(turn, skip_special_tokens=True))
+            want = msgs[k].get("tool_calls") or []
+            assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+                (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in want], k
+            assert content == (msgs[k].get("content") or "").strip(), k
+            ids = list(builder.merge_assistant_tokens(ids, turn).token_ids)
+            k += 1
         else:
             j = next((j for j in range(k, len(msgs)) if msgs[j]["role"] != "tool"), len(msgs))
-            ids = list(builder.merge_context_tokens(seen, msgs[:j], ids, tools=tools).token_ids)
-            seen, k = msgs[:j], j
+            ids = list(builder.merge_context_tokens(msgs[:k], msgs[:j], ids, tools=tools).token_ids)
+            k = j
     return ids
+
+
+def test_every_warm_start_example_is_verls_stream_for_the_tiny_preset(tmp_path):
+    """The tiny preset as the GPU machine runs it (4 tasks, CUDA prompts, transformers' Qwen2
+    tokenizer): an episode that opens with a tool call and no text renders, as one string, the
+    generation prompt's "\n" beside the reply's "\n", which Qwen's pre-tokenizer joins into one
+    token that the agent loop never produces (the H100 run stopped at that). Every example is the
+    stream verl builds, and each model turn parses back to its tool calls."""
+    import dataclasses
+
+    from verl.utils import hf_tokenizer
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    small = dataclasses.replace(PRESETS["tiny"], hidden=32, layers=1, heads=2, warm_steps=1)
+    chain = Chain(tmp_path / "run", small, device="cuda", echo=lambda s: None)
+    chain.prepare()
+    tok = hf_tokenizer(str(chain.model0))
+    builder = create_continuous_token_builder(tok, hf_model_type="qwen2")
+    assert len(chain.warm_examples) == 16
+    for (msgs, tools), (ids, labels) in zip(chain.warm_messages, chain.warm_examples):
+        assert replay_episode(builder, tok, msgs, tools, ids) == ids
+        assert ids[-1] == tok.eos_token_id and labels[-1] == tok.eos_token_id
 
 
 def test_rft_rows_keep_positive_samples(tmp_path):

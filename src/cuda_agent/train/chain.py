@@ -295,15 +295,38 @@ def build_model(tokenizer, preset: Preset, max_len: int, out: Path):
 
 
 def encode_example(tokenizer, messages: list[dict], tools: list[dict] | None, n_prompt: int) -> tuple[list[int], list[int]]:
-    """(ids, labels): the whole conversation, loss on everything after its first ``n_prompt``
-    messages (the task prompt); tool outputs are learnt too, which a tiny model can afford."""
+    """(ids, labels) of a conversation as verl's agent loop builds its token stream, loss on
+    everything after the first ``n_prompt`` messages (tool outputs are learnt too, which a tiny
+    model can afford).
+
+    Rendering the whole conversation and tokenizing it once is not that stream: the model writes
+    each turn after the prompt's last token, so no BPE merge crosses that boundary (Qwen's
+    pre-tokenizer joins the generation prompt's "\n" with an empty reply's "\n" before a tool
+    call). So: the prompt as verl's builder renders it, each assistant turn tokenized on its own
+    up to its end-of-turn token, each run of tool results merged by the same builder."""
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    builder = create_continuous_token_builder(tokenizer, hf_model_type="qwen2")
     kw = {"tools": tools} if tools else {}
-    ids = tokenizer.apply_chat_template(messages, tokenize=True, **kw)
-    prompt = tokenizer.apply_chat_template(messages[:n_prompt], tokenize=True, add_generation_prompt=True, **kw)
-    ids, prompt = _ids(ids), _ids(prompt)
-    if ids[:len(prompt)] != prompt:
-        raise ValueError("the chat template does not render the prompt as a prefix of the conversation")
-    return ids, [-100] * len(prompt) + ids[len(prompt):]
+    ids = _ids(builder.build_initial_tokens(messages[:n_prompt], tools=tools))
+    n, k = len(ids), n_prompt
+    while k < len(messages):
+        if messages[k]["role"] == "assistant":
+            before = tokenizer.apply_chat_template(messages[:k], tokenize=False, add_generation_prompt=True, **kw)
+            after = tokenizer.apply_chat_template(messages[:k + 1], tokenize=False, **kw)
+            if not after.startswith(before):
+                raise ValueError(f"the chat template does not render turn {k} as an append of the conversation")
+            turn = after[len(before):]
+            end = turn.find(tokenizer.eos_token)
+            if end < 0:
+                raise ValueError(f"turn {k} has no end-of-turn token {tokenizer.eos_token!r}")
+            ids += _ids(tokenizer.encode(turn[:end + len(tokenizer.eos_token)], add_special_tokens=False))
+            k += 1
+        else:
+            j = next((j for j in range(k, len(messages)) if messages[j]["role"] != "tool"), len(messages))
+            ids = _ids(builder.merge_context_tokens(messages[:k], messages[:j], ids, tools=tools).token_ids)
+            k = j
+    return ids, [-100] * n + ids[n:]
 
 
 def _ids(x) -> list[int]:

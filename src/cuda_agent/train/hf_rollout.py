@@ -97,6 +97,11 @@ class HFServer:
         mc = model_config if isinstance(model_config, HFModelConfig) else omega_conf_to_dataclass(model_config, HFModelConfig)
         self.replica_rank = replica_rank
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.device.type == "cuda":
+            # cuDNN's attention plans each new shape (tens of ms), and every decode step of a
+            # rollout is a new shape (the cache grows by one, prompts differ per batch); the
+            # flash and memory-efficient kernels do not plan (scripts/bench_hf_rollout.py)
+            torch.backends.cuda.enable_cudnn_sdp(False)
         # bf16 (the rollout's dtype) on a GPU; full precision on the CPU, where bf16 is slow
         dtype = getattr(torch, str(self.config.dtype)) if self.device.type == "cuda" else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(mc.local_path, dtype=dtype,
