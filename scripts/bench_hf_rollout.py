@@ -76,7 +76,8 @@ def main() -> None:
                     await server.wake_up()
                 for n in (1, 8):
                     s = await wave(n)
-                    rows.append({"case": f"HFServer {label}", "cudnn_sdp": a.cudnn_sdp, "batch": n, "prompt": a.prompt, "new": a.new,
+                    rows.append({"case": f"HFServer {label}", "cudnn_sdp": a.cudnn_sdp, "batch": n,
+                                 "prompt": a.prompt, "new": a.new,
                                  "seconds": round(s, 2), "ms_per_step": round(1000 * s / a.new, 1),
                                  "model_device": await server.device_of_model(), **await server.stats()})
                     print(json.dumps(rows[-1]), flush=True)
@@ -92,7 +93,8 @@ def main() -> None:
             if a.device == "cuda":
                 torch.cuda.synchronize()
             s = time.perf_counter() - t
-            rows.append({"case": "transformers generate alone", "cudnn_sdp": a.cudnn_sdp, "batch": n, "prompt": a.prompt, "new": a.new,
+            rows.append({"case": "transformers generate alone", "cudnn_sdp": a.cudnn_sdp, "batch": n,
+                         "prompt": a.prompt, "new": a.new,
                          "seconds": round(s, 2), "ms_per_step": round(1000 * s / a.new, 1)})
             print(json.dumps(rows[-1]), flush=True)
     if a.out:
