@@ -98,9 +98,10 @@ class HFServer:
         self.replica_rank = replica_rank
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda":
-            # cuDNN's attention plans each new shape (tens of ms), and every decode step of a
-            # rollout is a new shape (the cache grows by one, prompts differ per batch); the
-            # flash and memory-efficient kernels do not plan (scripts/bench_hf_rollout.py)
+            # every decode step of a rollout is a new attention shape (the cache grows by one,
+            # prompts differ per batch); on an H100 a new shape cost ~65 ms a step, which
+            # points at cuDNN's attention planning each shape; the flash and memory-efficient
+            # kernels do not plan (scripts/bench_hf_rollout.py compares the two)
             torch.backends.cuda.enable_cudnn_sdp(False)
         # bf16 (the rollout's dtype) on a GPU; full precision on the CPU, where bf16 is slow
         dtype = getattr(torch, str(self.config.dtype)) if self.device.type == "cuda" else torch.float32
