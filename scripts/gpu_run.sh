@@ -70,7 +70,7 @@ if [ "$stage" = load ]; then
   # stress, an infinite-loop kernel (seconds to its verdict, the next job), SIGKILL of a judge
   # mid-job (processes and GPU memory left); raw numbers in OUT/load/load.json, load.md
   timeout "${LOAD_LIMIT:-560}" python3 scripts/bench_load.py "$OUT/load" --n "${LOAD_N:-20}" --single "${LOAD_SINGLE:-0}" \
-    --stages "${LOAD_STAGES:-alone,contended,hang,judge}" 2>&1 \
+    --stages "${LOAD_STAGES:-alone,contended,hang,judge}" --limit "${LOAD_ALONE_LIMIT:-300}" 2>&1 \
     | tee "$OUT/load.log" | tail -20
 fi
 if [ "$stage" = serve ]; then
