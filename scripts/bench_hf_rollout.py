@@ -30,7 +30,8 @@ def main() -> None:
     ap.add_argument("--cudnn-sdp", action="store_true", help="turn cuDNN attention back on (the server turns it off)")
     a = ap.parse_args()
 
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
     from verl.workers.config import HFModelConfig, RolloutConfig
 
     from cuda_agent.train.chain import PRESETS
@@ -45,9 +46,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         torch.manual_seed(0)
         Qwen2ForCausalLM(cfg).save_pretrained(d)
-        from transformers import PreTrainedTokenizerFast
-        from tokenizers import Tokenizer, models
-
         tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")),
                                       eos_token="<unk>", pad_token="<unk>")
         tok.save_pretrained(d)

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
