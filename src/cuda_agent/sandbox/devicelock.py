@@ -42,14 +42,17 @@ def device_key(device: str) -> str:
     """The physical device behind ``device`` as this process sees it: ``gpu-<uuid>`` for the
     current CUDA device, ``cpu-<host>`` for the CPU."""
     if device == "cuda":
-        import torch
+        try:
+            import torch
 
-        p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        uuid = str(getattr(p, "uuid", "") or "")
+            p = torch.cuda.get_device_properties(torch.cuda.current_device())
+            uuid = str(getattr(p, "uuid", "") or "")
+            bus = [getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+        except Exception:  # no usable CUDA here: the check reports that itself; lock by what is visible
+            uuid, bus = "", [os.environ.get("CUDA_VISIBLE_DEVICES", "all")]
         if uuid:
             name = f"gpu-{uuid}"
         else:  # an older torch: the bus address, unique on its host
-            bus = [getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
             name = f"gpu-{socket.gethostname()}-" + "-".join(str(b) for b in bus)
     else:
         name = f"cpu-{socket.gethostname()}"
