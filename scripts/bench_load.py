@@ -1,6 +1,6 @@
 """The evaluator under load on one GPU (issue 18): throughput, verdicts under contention, hangs.
 
-    python scripts/bench_load.py OUT [--n 20] [--stages alone,contended,hang,judge]
+    python scripts/bench_load.py OUT [--n 20] [--stages alone,contended,hang,judge] [--slots-per-gpu 3]
 
 Candidates: bench_pool.py's mixed variants of examples/cuda_axpby as workspaces (good, wrong,
 failing to build, attacking, faulting) and, with --single K, K KernelBench-style single files
@@ -8,8 +8,11 @@ for KernelBench L1/12 from tests/kb_corpus (load_inline CUDA, Triton, a try/exce
 failing build, an fp16 hack, an input-mutating hack); every C++/CUDA source salted so it really
 compiles.  Stages:
 
-  alone      the batch through the pool (local back-end, GPU 0): evaluations/min, mean GPU
-             utilisation, seconds per phase, every verdict
+  alone      the batch through the pool (local back-end, GPU 0, one slot): evaluations/min, mean
+             GPU utilisation, seconds per phase, every verdict
+  slots      the same through a pool with --slots-per-gpu slots on GPU 0 (they verify side by side
+             and time one at a time): evaluations/min, the audit (no timing beside another job),
+             verdicts compared with `alone`
   contended  the same solutions as 8 concurrent `cuda-agent check` processes on GPU 0 with one
              busy process per CPU core beside them: verdicts compared with `alone`
   hang       a kernel that spins forever: seconds to its verdict, then the good example at once
@@ -99,7 +102,7 @@ def gpu_util() -> str:
     return p.stdout.strip()
 
 
-def stage_alone(args, cands, out: dict) -> None:
+def stage_alone(args, cands, out: dict, name: str = "alone", per_gpu: int = 1) -> None:
     from cuda_agent.sandbox.check import CheckOptions
     from cuda_agent.sandbox.pool import Pool
     from cuda_agent.tasks import load_file
@@ -109,10 +112,16 @@ def stage_alone(args, cands, out: dict) -> None:
     tasks = {str(TASK): load_file(TASK)}
     sampler = GpuSampler()
     t0 = time.time()
-    pool = Pool(Path(args.work) / "alone.sqlite", device="cuda", gpus=["0"])
+    db = Path(args.work) / f"{name}.sqlite"
+    for f in db.parent.glob(db.name + "*"):  # a fresh queue: a stage measures its own run, never a resumed one
+        if f.is_dir():
+            shutil.rmtree(f)
+        else:
+            f.unlink()
+    pool = Pool(db, device="cuda", gpus=["0"], slots_per_gpu=per_gpu)
     try:
         ids = [pool.submit(tasks.get(str(t)) or tasks.setdefault(str(t), resolve(t)), sol, CheckOptions(device="cuda"),
-                           tag=k, key=f"alone:{i}")
+                           tag=k, key=f"{name}:{i}")
                for i, (k, t, sol) in enumerate(cands)]
         try:
             seen: list = [None]
@@ -120,12 +129,13 @@ def stage_alone(args, cands, out: dict) -> None:
             def progress(counts: dict) -> None:  # a line whenever the counts move (a cut run still says how far)
                 if counts != seen[0]:
                     seen[0] = counts
-                    print(f"alone {time.time() - t0:6.1f} s {counts}", flush=True)
+                    print(f"{name} {time.time() - t0:6.1f} s {counts}", flush=True)
 
             pool.wait(ids, timeout=args.limit, on_progress=progress)
         except TimeoutError:
-            print(f"alone: not all done within {args.limit:.0f} s", flush=True)
+            print(f"{name}: not all done within {args.limit:.0f} s", flush=True)
         recs = pool.jobs(ids)
+        audit = pool.audit(ids).to_dict()
     finally:
         pool.close()
     took = time.time() - t0
@@ -136,10 +146,19 @@ def stage_alone(args, cands, out: dict) -> None:
     for r in done:
         for k, v in r["phases"].items():
             phases[k] = phases.get(k, 0.0) + v
-    out["alone"] = {"n": len(done), "seconds": round(took, 1), "evals_per_min": round(60 * len(done) / took, 2),
-                    "gpu_util": sampler.stop(), "phase_mean_s": {k: round(v / max(len(done), 1), 3)
-                                                                 for k, v in phases.items()},
-                    "results": rows}
+    out[name] = {"n": len(done), "seconds": round(took, 1), "evals_per_min": round(60 * len(done) / took, 2),
+                 "slots_per_gpu": per_gpu, "gpu_util": sampler.stop(), "audit_ok": audit["ok"],
+                 "exclusive_overlaps": audit["exclusive_overlaps"],
+                 "phase_mean_s": {k: round(v / max(len(done), 1), 3) for k, v in phases.items()}, "results": rows}
+    if name != "alone":
+        out[name]["verdict_changes"] = changes((out.get("alone") or {}).get("results") or [], rows)
+
+
+def changes(alone: list[dict], rows: list[dict]) -> list[dict]:
+    """The candidates whose verdict differs from the one-slot run's."""
+    return [{"i": i, "kind": a["kind"], "alone": verdict(a), "now": verdict(b)}
+            for i, (a, b) in enumerate(zip(alone, rows))
+            if not a.get("missing") and not b.get("missing") and verdict(a) != verdict(b)]
 
 
 def stage_contended(args, cands, out: dict) -> None:
@@ -157,8 +176,7 @@ def stage_contended(args, cands, out: dict) -> None:
     took = time.time() - t0
     rows = [summarize_result(r, k) | {"wall_s": round(s, 1)} for (r, s), (k, _, _) in zip(got, cands)]
     alone = (out.get("alone") or {}).get("results") or []
-    diffs = [{"i": i, "kind": a["kind"], "alone": verdict(a), "contended": verdict(b)}
-             for i, (a, b) in enumerate(zip(alone, rows)) if not a.get("missing") and verdict(a) != verdict(b)]
+    diffs = changes(alone, rows)
     out["contended"] = {"n": len(rows), "in_flight": 8, "cpu_hogs": len(hogs), "seconds": round(took, 1),
                         "gpu_util": sampler.stop(),
                         "compared": sum(1 for a in alone[:len(rows)] if not a.get("missing")),
@@ -210,10 +228,15 @@ def _alive(pid: int) -> bool:
 def report(out: dict, dest: Path) -> None:
     (dest / "load.json").write_text(json.dumps(out, indent=1))
     lines = ["# The evaluator under load (scripts/bench_load.py)", "", f"machine: {out.get('machine')}", ""]
-    a, c, h, j = (out.get(k) for k in ("alone", "contended", "hang", "judge"))
+    a, c, h, j, sl = (out.get(k) for k in ("alone", "contended", "hang", "judge", "slots"))
     if a:
         lines += [f"- alone: {a['n']} checks in {a['seconds']} s = **{a['evals_per_min']} evaluations/min**, "
                   f"GPU busy {a['gpu_util']} %, mean s/phase {a['phase_mean_s']}"]
+    if sl:
+        lines += [f"- {sl['slots_per_gpu']} slots on the GPU: {sl['n']} checks in {sl['seconds']} s = "
+                  f"**{sl['evals_per_min']} evaluations/min**, GPU busy {sl['gpu_util']} %, audit "
+                  f"{'ok' if sl['audit_ok'] else 'FAILED'}, **{len(sl['verdict_changes'])} verdict changes** against "
+                  f"alone; mean s/phase {sl['phase_mean_s']}"]
     if c:
         lines += [f"- contended (8 in flight + {c['cpu_hogs']} CPU hogs): {c['n']} checks in {c['seconds']} s, "
                   f"**{len(c['verdict_changes'])} verdict changes** of {c['compared']}"]
@@ -234,7 +257,8 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=0, help="of which single files (KernelBench format)")
     ap.add_argument("--stages", default="alone,contended,hang,judge")
     ap.add_argument("--work", default="/tmp/bench-load")
-    ap.add_argument("--limit", type=float, default=300.0, help="seconds the alone stage may take")
+    ap.add_argument("--limit", type=float, default=300.0, help="seconds the alone (and the slots) stage may take")
+    ap.add_argument("--slots-per-gpu", type=int, default=3, help="slots on GPU 0 in the slots stage")
     args = ap.parse_args()
     dest = Path(args.out)
     dest.mkdir(parents=True, exist_ok=True)
@@ -257,6 +281,7 @@ def main() -> None:
     for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
         t = time.time()
         {"alone": lambda: stage_alone(args, cands, out), "contended": lambda: stage_contended(args, cands, out),
+         "slots": lambda: stage_alone(args, cands, out, "slots", args.slots_per_gpu),
          "hang": lambda: stage_hang(args, hang, out), "judge": lambda: stage_judge(args, hang, out)}[stage]()
         print(f"stage {stage}: {time.time() - t:.0f} s", flush=True)
         report(out, dest)

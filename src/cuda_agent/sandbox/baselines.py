@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..tasks import Task
 from .cache import cache_root
@@ -197,10 +198,12 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
 
 
 def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = True,
-        timeout: float = 600.0, refresh: bool = False, under: dict | None = None) -> dict:
+        timeout: float = 600.0, refresh: bool = False, under: dict | None = None,
+        quiet: Callable[[], object] | None = None) -> dict:
     """Baselines for a candidate timed under the conditions ``under`` (None: any): the cached
-    ones when they were taken under comparable conditions, else measured now.  Only stable,
-    plausible measurements are cached, and one replaces a cached one only when taken on a
+    ones when they were taken under comparable conditions, else measured now, after calling
+    ``quiet`` (a check takes its device exclusively there: a cache hit leaves it shared).  Only
+    stable, plausible measurements are cached, and one replaces a cached one only when taken on a
     quieter machine.  ``remeasured`` says that a cached baseline was not comparable."""
     key = _key(task, device, recipe, n_sets, compile)
     con = _db()
@@ -213,6 +216,8 @@ def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = Tr
                 cached = None
         if cached is not None and not refresh and (under is None or comparable(cached.get("conditions"), under)):
             return {**cached, "cached": True}
+        if quiet is not None:
+            quiet()
         val = measure(task, device, recipe, n_sets, compile, timeout)
         if "error" not in val and not plausible(val):
             val["error"] = ("implausible baseline times " + ", ".join(f"{k}={v!r}" for k, v in val.items()

@@ -29,10 +29,11 @@ from ..tasks import Task, TaskError, validate_source
 from . import baselines, inline_build, inputs, ncu, roofline, sanitizer
 from .build import build, kernel_sources
 from .compare import PRECISION_FACTOR, compare
+from .devicelock import EXCLUSIVE, SHARED, DeviceLock
 from .exploits import Exploit, label
 from .process import RunnerDied, RunnerProcess, job_root, spares
 from .reference import KERNELBENCH_SEED, Reference, kernelbench_trial_seeds, module_from_source
-from .results import BuildResult, CheckResult, Timing, Verdict, Violation
+from .results import BuildResult, CheckResult, DeviceHold, Timing, Verdict, Violation
 from .timing import Recipe
 from .variants import size_variants
 
@@ -354,22 +355,43 @@ class _Check:
         self.tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
         self.errors = _Errors()
         self.last_round = "main"
+        self.device: DeviceLock | None = None
 
     def run(self) -> None:
         o = self.o
         self.validate()
         if not self._stages(self.compile) or not o.verify:
             return
-        # 2. verify
-        self.open_job()
-        try:
-            finished = self._stages(self.write_job, self.start_runner, self.reference_outputs, self.load,
-                                    self.main_round, self.extra_round, self.accept,
-                                    *([self.time_candidate] if o.timing else []))
-        finally:
-            self.close_job()
-        if finished and o.timing and o.baselines:
-            self.time_baselines()
+        # 2. verify, on a device other judges may share (devicelock.py): held shared from before
+        # the runner starts (a spare warming up must not run beside another judge's clocks) to the
+        # end, exclusive while anything is measured
+        with DeviceLock(o.device) as self.device:
+            try:
+                self.hold(SHARED)
+                self.open_job()
+                try:
+                    finished = self._stages(self.write_job, self.start_runner, self.reference_outputs, self.load,
+                                            self.main_round, self.extra_round, self.accept,
+                                            *([self.time_candidate] if o.timing else []))
+                finally:
+                    self.close_job()
+                if finished and o.timing and o.baselines:
+                    self.time_baselines()
+                spares.settle()  # the next runner warm and the last one gone before another judge times
+                self.lap("close")
+            finally:
+                self.device.release()
+                self.res.holds = [DeviceHold(m, self.device.key, a, b if b is not None else a)
+                                  for m, a, b in self.device.holds]
+
+    def hold(self, mode: str) -> None:
+        """Hold the device in ``mode``.  The wait (another judge's timing, or its verification
+        before ours) is booked to ``gpu_wait`` and to no stage: it is neither the candidate's
+        time nor any budget of its (the runner waits idle for its next command meanwhile)."""
+        assert self.device is not None
+        waited = self.device.hold(mode)
+        self.res.phases["gpu_wait"] = round(self.res.phases.get("gpu_wait", 0.0) + waited, 3)
+        self.clock += waited
 
     def _stages(self, *stages: Callable[[], None]) -> bool:
         """Run ``stages`` in order; False when one ended the check (what it raised is written
@@ -678,6 +700,7 @@ class _Check:
         import torch
 
         o, res, ref = self.o, self.res, self.ref
+        self.hold(EXCLUSIVE)  # no other judge on the device while it is timed; kept to the end of the check
         spares.settle()  # the next check's runner, still importing torch, must not run beside the clocks
         self.n_rot = rotation_sets(self.set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(self.n_rot)]
@@ -785,6 +808,8 @@ class _Check:
             res.correct = False
             res.error = _explain(res.violations)
         if tools:
+            if o.ncu:  # its counters (durations, throughputs) are measurements
+                self.hold(EXCLUSIVE)
             _gpu_tools(o, self.job_dir, self.tool_seed, self.sol_file, self.kdir, self.env, res)
             self.lap("tools")
         for d in dirs:
@@ -795,7 +820,7 @@ class _Check:
         """Eager and torch.compile, same recipe (cached per task, device and torch version)."""
         o, res = self.o, self.res
         base = baselines.get(self.task, o.device, o.recipe, self.n_rot, compile=o.compile_baseline,
-                             timeout=o.time_timeout, under=self.under)
+                             timeout=o.time_timeout, under=self.under, quiet=lambda: self.hold(EXCLUSIVE))
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
         if base.get("error"):

@@ -206,6 +206,18 @@ class SanitizerReport(_JSON):
 
 
 @dataclass
+class DeviceHold(_JSON):
+    """One stretch of a check holding its device's lock (sandbox/devicelock.py), wall clock."""
+
+    mode: str
+    """``shared`` (computing: nothing timed) or ``exclusive`` (measuring: no other judge on it)."""
+    device: str
+    """The physical device: ``gpu-<uuid>`` or ``cpu-<host>``."""
+    start: float
+    end: float
+
+
+@dataclass
 class CheckResult(_JSON):
     """Everything one check says about a solution; the JSON of ``cuda-agent check``."""
 
@@ -237,7 +249,10 @@ class CheckResult(_JSON):
     isolation: str = ""
     """What the candidate process ran under (namespaces, limits)."""
     phases: dict[str, float] = field(default_factory=dict)
-    """Seconds spent in each stage (build, reference, start, verify, extra, timing, baselines)."""
+    """Seconds spent in each stage (build, reference, start, verify, extra, timing, baselines),
+    and ``gpu_wait``: waiting for the device's lock (another judge's timing), no stage's time."""
+    holds: list[DeviceHold] = field(default_factory=list)
+    """When the check held its device shared or exclusive (the pool's audit reads them)."""
     extensions: list[dict] = field(default_factory=list)
     """Every extension a single-file solution built while it was imported (``load_inline``/``load``):
     name, ok, cached, seconds, error - a failed build is listed even when the solution caught it -
@@ -267,7 +282,7 @@ class CheckResult(_JSON):
     """compute-sanitizer tools run on the first input set (``sanitize``, ``check --sanitize``)."""
 
     _nested = {"violations": Violation, "build": BuildResult, "verdict": Verdict, "timing": Timing,
-               "roofline": Roofline, "ncu": NcuReport, "sanitizer": SanitizerReport}
+               "roofline": Roofline, "ncu": NcuReport, "sanitizer": SanitizerReport, "holds": DeviceHold}
 
     @classmethod
     def failed(cls, task, message: str, *, device: str, rules: str, reward_scheme: str | None = None,

@@ -1,7 +1,9 @@
 """What a pool back-end is, and the registry that names them (``local``, ``ray``, yours).
 
-A back-end owns processes, nothing else: *slots* (one per GPU, or per CPU slot on the CPU
-back-end), each running one check at a time, and *builders* on the CPU.  The pool's
+A back-end owns processes, nothing else: *slots* (``slots_per_gpu`` per GPU, or ``slots`` on
+the CPU back-end), each running one check at a time, and *builders* on the CPU.  Slots that share
+a device share it through the judges' device lock (sandbox/devicelock.py): verification side by
+side, timing alone.  The pool's
 scheduler hands it :class:`WorkItem` s and reads back :class:`Event` s; the database,
 priorities, retries and verdicts for dead workers stay in the scheduler, so a back-end
 is small.  Register your own with ``@register_backend("name")`` on a :class:`Backend`
@@ -17,6 +19,23 @@ from typing import Any, Callable
 from ...registry import Registry
 
 BUILT, CHECKED, DIED, FAILED = "built", "checked", "died", "failed"
+
+SLOTS_PER_GPU = 1
+"""Slot workers per GPU unless told otherwise.  A check holds its GPU exclusively only while it
+measures, so a second or third slot verifies one job while another is timed; the default stays 1
+(a GPU per job, as before) until the gain and the verdicts are measured on a GPU (docs/pool.md)."""
+
+
+def check_slots_per_gpu(device: str, n: int) -> int:
+    """``slots_per_gpu`` as a back-end takes it: at least 1, and only for GPUs (the CPU back-end's
+    ``slots`` already share the one CPU)."""
+    from .store import PoolError
+
+    if int(n) < 1:
+        raise PoolError("slots_per_gpu must be at least 1")
+    if device != "cuda" and int(n) != 1:
+        raise PoolError("slots_per_gpu is for device='cuda'; on the CPU give slots=N (they share the CPU)")
+    return int(n)
 
 
 @dataclass

@@ -24,6 +24,7 @@ import click
 
 from ...cliopts import (GPUS, JSON, KERNELBENCH, N_SETS, NO_COMPILE_BASELINE, NO_PROGRESS, NO_TIMING, REWARD, RULES,
                         OneLineGroup, Registered, device_option, local_device, options, progress_on)
+from .backend import SLOTS_PER_GPU
 
 
 def _path(p: str, base: Path) -> str:
@@ -53,6 +54,8 @@ _workers = options(  # where and how the pool runs its jobs (run and serve)
     device_option(local=False, help="cuda (default when a GPU is visible here) or cpu."),
     GPUS,
     click.option("--slots", type=click.IntRange(1), default=None, help="CPU slots (device cpu)."),
+    click.option("--slots-per-gpu", type=click.IntRange(1), default=SLOTS_PER_GPU, show_default=True,
+                 help="slot workers per GPU (device cuda): they verify side by side and time one at a time."),
     click.option("--build-workers", type=click.IntRange(1), default=None,
                  help="parallel CPU builders (default from cores and slots)."),
     click.option("--address", default=None, help="Ray cluster address (backend ray); default: start a local Ray."))
@@ -83,8 +86,8 @@ def pool_group() -> None:
 @_limits
 @JSON
 @NO_PROGRESS
-def run_command(jobs_file, db, backend, device, gpus, slots, build_workers, address, rules, reward_name, n_sets,
-                no_timing, no_compile_baseline, kernelbench, job_timeout, retries, as_json, no_progress):
+def run_command(jobs_file, db, backend, device, gpus, slots, slots_per_gpu, build_workers, address, rules, reward_name,
+                n_sets, no_timing, no_compile_baseline, kernelbench, job_timeout, retries, as_json, no_progress):
     """Submit JOBS_FILE (JSONL) to the pool at --db and wait for every job; without JOBS_FILE,
     finish what the database still holds."""
     from ..check import CheckOptions
@@ -102,8 +105,8 @@ def run_command(jobs_file, db, backend, device, gpus, slots, build_workers, addr
     opts = {"address": address} if address and backend == "ray" else {}
     t0 = time.time()
     try:
-        pool = Pool(db, device=dev, backend=backend, gpus=gpus, slots=slots, build_workers=build_workers,
-                    job_timeout=job_timeout, retries=retries, backend_options=opts)
+        pool = Pool(db, device=dev, backend=backend, gpus=gpus, slots=slots, slots_per_gpu=slots_per_gpu,
+                    build_workers=build_workers, job_timeout=job_timeout, retries=retries, backend_options=opts)
     except PoolError as e:
         raise click.UsageError(str(e)) from None
     rejected: list[dict] = []
@@ -210,7 +213,8 @@ def _print_summary(s: dict) -> None:
     con.print(f"outcomes: {', '.join(f'{k} {v}' for k, v in sorted(s['outcomes'].items()))}; "
               f"workers replaced: {s['workers_replaced']}")
     con.print(f"audit: {'ok' if a['ok'] else 'FAILED'} (unfinished {len(a['unfinished'])}, lost {len(a['lost'])}, "
-              f"overlapping jobs on one device {len(a['overlaps'])}, wrong GPU visibility {len(a['wrong_visibility'])})")
+              f"overlapping jobs on one slot {len(a['overlaps'])}, timings beside other jobs "
+              f"{len(a['exclusive_overlaps'])}, wrong GPU visibility {len(a['wrong_visibility'])})")
     if s["rejected_lines"]:
         con.print(f"skipped lines: {s['rejected_lines']} (see above)")
 
@@ -220,7 +224,7 @@ def _print_summary(s: dict) -> None:
               help="the database that clients (PoolEvaluator, Pool(db, backend=None)) submit to.")
 @_workers
 @_limits
-def serve_command(db, backend, device, gpus, slots, build_workers, address, job_timeout, retries):
+def serve_command(db, backend, device, gpus, slots, slots_per_gpu, build_workers, address, job_timeout, retries):
     """Serve the queue at --db until SIGINT or SIGTERM: take its lock, run every job any
     process submits, print the counts when they change.  On a stop, jobs in flight go back to
     the queue for the next server."""
@@ -233,8 +237,8 @@ def serve_command(db, backend, device, gpus, slots, build_workers, address, job_
     dev = _device(device, backend, address)
     opts = {"address": address} if address and backend == "ray" else {}
     try:
-        pool = Pool(db, device=dev, backend=backend, gpus=gpus, slots=slots, build_workers=build_workers,
-                    job_timeout=job_timeout, retries=retries, backend_options=opts)
+        pool = Pool(db, device=dev, backend=backend, gpus=gpus, slots=slots, slots_per_gpu=slots_per_gpu,
+                    build_workers=build_workers, job_timeout=job_timeout, retries=retries, backend_options=opts)
     except PoolError as e:
         raise click.UsageError(str(e)) from None
     stop = threading.Event()

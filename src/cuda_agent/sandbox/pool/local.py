@@ -1,7 +1,9 @@
 """The local back-end (default): worker processes on this machine.
 
-One slot worker per GPU, started with ``CUDA_VISIBLE_DEVICES=<that GPU>`` and given one job at
-a time (exclusive allocation); on the CPU back-end ``slots=N`` workers with no GPU in view.
+``slots_per_gpu`` slot workers per GPU (default 1), started with ``CUDA_VISIBLE_DEVICES=<that
+GPU>`` and each given one job at a time; on the CPU back-end ``slots=N`` workers with no GPU in
+view.  Workers on one device verify side by side and time one at a time: each check takes the
+device's lock itself (sandbox/devicelock.py), shared or exclusive.
 ``build_workers`` CPU builders run the build stage in parallel.  Workers are
 ``python -m cuda_agent.sandbox.pool.worker`` processes speaking JSON lines (nothing is
 unpickled); a worker that exits, crashes or runs past its job's timeout (then it is killed)
@@ -23,7 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backend import BUILT, CHECKED, DIED, FAILED, Backend, Event, WorkItem, register_backend
+from .backend import (BUILT, CHECKED, DIED, FAILED, SLOTS_PER_GPU, Backend, Event, WorkItem, check_slots_per_gpu,
+                      register_backend)
 from .devices import gpu_arch, host, visible_gpus
 from .store import PoolError
 
@@ -73,8 +76,9 @@ class LocalBackend(Backend):
 
     def __init__(self, device: str = "cuda", gpus: list[str] | list[int] | int | None = None,
                  slots: int | None = None, build_workers: int | None = None, log_dir: str | Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, slots_per_gpu: int = SLOTS_PER_GPU) -> None:
         self.device = device
+        per_gpu = check_slots_per_gpu(device, slots_per_gpu)
         self.log_dir = Path(log_dir) if log_dir else None
         base_env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
                     "CUDA_AGENT_POOL_PARENT": str(os.getpid()), **(env or {})}
@@ -95,8 +99,9 @@ class LocalBackend(Backend):
             if arch:
                 base_env.setdefault("CUDA_AGENT_ARCH", arch)
             for g in ids:
-                self._workers.append(_Worker(f"gpu:{g}", "slot", {**base_env, "CUDA_VISIBLE_DEVICES": g},
-                                             f"{hostname}/gpu:{g}"))
+                for k in range(per_gpu):  # gpu:0 alone; gpu:0.0, gpu:0.1, ... when it has several
+                    self._workers.append(_Worker(f"gpu:{g}" + (f".{k}" if per_gpu > 1 else ""), "slot",
+                                                 {**base_env, "CUDA_VISIBLE_DEVICES": g}, f"{hostname}/gpu:{g}"))
             builder_env = {**base_env, "CUDA_VISIBLE_DEVICES": ",".join(ids), "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
         elif device == "cpu":
             if gpus:

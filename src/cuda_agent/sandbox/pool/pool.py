@@ -27,7 +27,7 @@ from ..check import CheckOptions
 from ..isolation import Limits
 from ..results import CheckResult
 from .audit import Audit, audit_records
-from .backend import BUILT, CHECKED, DIED, Backend, Event, WorkItem
+from .backend import BUILT, CHECKED, DIED, SLOTS_PER_GPU, Backend, Event, WorkItem
 from .backends import get_backend
 from .jobs import (BUILDING, DONE, QUEUED, READY, RUNNING, WORKER_DIED, WORKER_TIMEOUT, JobRecord,
                    failure_result, options_to_dict)
@@ -51,7 +51,7 @@ class Pool:
 
     def __init__(self, db: str | Path = "pool.sqlite", *, device: str = "cuda", backend: str | None = "local",
                  gpus: list[int] | list[str] | int | None = None, slots: int | None = None,
-                 build_workers: int | None = None, job_timeout: float | None = None, retries: int = 0,
+                 slots_per_gpu: int = SLOTS_PER_GPU, build_workers: int | None = None, job_timeout: float | None = None, retries: int = 0,
                  max_restarts: int = 3, keep_snapshots: bool = False, start: bool = True,
                  backend_options: dict[str, Any] | None = None) -> None:
         self.device = device
@@ -67,7 +67,7 @@ class Pool:
             except KeyError as e:
                 raise PoolError(str(e.args[0])) from None
             self.backend = factory(device=device, gpus=gpus, slots=slots, build_workers=build_workers,
-                                   log_dir=self.store.logs, **(backend_options or {}))
+                                   log_dir=self.store.logs, slots_per_gpu=slots_per_gpu, **(backend_options or {}))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: str | None = None

@@ -1,7 +1,7 @@
 """The Ray back-end: the same pool on a Ray cluster (an existing engine, not our networking).
 
-One actor per slot, scheduled with ``num_gpus=1`` (Ray gives it one GPU and sets its
-``CUDA_VISIBLE_DEVICES``), or ``num_cpus=1`` for CPU slots; builds are Ray tasks with
+One actor per slot, scheduled with ``num_gpus=1/slots_per_gpu`` (Ray gives it one GPU, shared
+by that many actors, and sets its ``CUDA_VISIBLE_DEVICES``), or ``num_cpus=1`` for CPU slots; builds are Ray tasks with
 ``num_cpus=1``.  The solution snapshot travels with the work item (base64 files, written into
 a temporary directory on whichever node runs it), so nodes share no filesystem with the
 pool; the build cache is per node unless ``CUDA_AGENT_CACHE`` points at shared storage (a
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .backend import BUILT, CHECKED, DIED, FAILED, Backend, Event, WorkItem, register_backend
+from .backend import (BUILT, CHECKED, DIED, FAILED, SLOTS_PER_GPU, Backend, Event, WorkItem, check_slots_per_gpu,
+                      register_backend)
 from .local import default_build_workers
 from .store import PoolError
 
@@ -93,10 +94,11 @@ class RayBackend(Backend):
     def __init__(self, device: str = "cuda", gpus: list[str] | list[int] | int | None = None,
                  slots: int | None = None, build_workers: int | None = None, log_dir: str | Path | None = None,
                  env: dict[str, str] | None = None, address: str | None = None,
-                 init_options: dict[str, Any] | None = None) -> None:
+                 init_options: dict[str, Any] | None = None, slots_per_gpu: int = SLOTS_PER_GPU) -> None:
         if device not in ("cuda", "cpu"):
             raise PoolError(f"unknown device {device!r} (cuda or cpu)")
         self.device = device
+        self.per_gpu = check_slots_per_gpu(device, slots_per_gpu)
         self.address = address
         self.init_options = dict(init_options or {})
         self.gpu_ids: list[str] | None = None
@@ -153,7 +155,7 @@ class RayBackend(Backend):
                 opts.setdefault("object_store_memory", 256 << 20)
                 if self.device == "cuda":
                     opts.setdefault("num_gpus", self.n_slots)
-                    opts.setdefault("num_cpus", max(os.cpu_count() or 1, self.n_slots + nb))
+                    opts.setdefault("num_cpus", max(os.cpu_count() or 1, self.n_slots * self.per_gpu + nb))
                 else:
                     opts.setdefault("num_gpus", 0)
                     opts.setdefault("num_cpus", self.n_slots + nb)
@@ -178,7 +180,7 @@ class RayBackend(Backend):
             self.n_build = default_build_workers(self.n_slots)
         self._actor_cls = ray.remote(SlotActor)
         self._build_fn = ray.remote(build_task)
-        self._slots = [_Slot(f"ray:{i}") for i in range(self.n_slots)]
+        self._slots = [_Slot(f"ray:{i}") for i in range(self.n_slots * self.per_gpu)]
         for s in self._slots:
             self._new_actor(s)
         for s in self._slots:  # wait for every actor: a cluster without room fails here, clearly
@@ -189,7 +191,7 @@ class RayBackend(Backend):
                                 f"{'GPUs' if self.device == 'cuda' else 'CPUs'} in the cluster?)") from None
 
     def _new_actor(self, s: _Slot) -> None:
-        res = {"num_gpus": 1, "num_cpus": 1} if self.device == "cuda" else {"num_gpus": 0, "num_cpus": 1}
+        res = {"num_gpus": 1 / self.per_gpu, "num_cpus": 1} if self.device == "cuda" else {"num_gpus": 0, "num_cpus": 1}
         s.actor = self._actor_cls.options(max_restarts=0, max_task_retries=0, **res).remote(self.env, self.device)
         s.info_ref = s.actor.info.remote()
         s.device_key = ""
