@@ -13,7 +13,7 @@ python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.cud
 stage=${2:-all}
 carried_wheels() {  # .whl (and .whl-train: pydantic for KernelBench's evaluator) into /tmp/site, once per machine
   [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl $(ls .whl-train/*.whl 2>/dev/null) && touch /tmp/site/.installed; }
+    --target /tmp/site $(ls .whl/*.whl .whl-train/*.whl 2>/dev/null) && touch /tmp/site/.installed; }
   export PYTHONPATH=$PYTHONPATH:/tmp/site
 }
 if [ "$stage" = all ] || [ "$stage" = examples ]; then
@@ -113,7 +113,8 @@ if [ "$stage" = kb ]; then
   K="$OUT/kb"; mkdir -p "$K"
   # load_inline figures: KernelBench's own add example, a cold check then warm ones (its evaluator ~50 s)
   P=$KB_UPSTREAM/kernelbench/prompts
-  for i in 1 2 3; do
+  # KB_FIGURES=0: the agreement table alone (the three add checks take ~95 s)
+  [ "${KB_FIGURES:-1}" = 1 ] && for i in 1 2 3; do
     s=$(date +%s.%N)
     python3 -m cuda_agent.cli check "$P/model_ex_add.py" "$P/model_new_ex_add.py" --rules kernelbench --no-timing --json \
       > "$K/add-$i.json" 2>> "$K/add.err"
