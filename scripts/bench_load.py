@@ -155,10 +155,10 @@ def stage_alone(args, cands, out: dict, name: str = "alone", per_gpu: int = 1) -
 
 
 def changes(alone: list[dict], rows: list[dict]) -> list[dict]:
-    """The candidates whose verdict differs from the one-slot run's."""
+    """The candidates whose verdict differs from the one-slot run's (one that got none now counts)."""
     return [{"i": i, "kind": a["kind"], "alone": verdict(a), "now": verdict(b)}
             for i, (a, b) in enumerate(zip(alone, rows))
-            if not a.get("missing") and not b.get("missing") and verdict(a) != verdict(b)]
+            if not a.get("missing") and verdict(a) != verdict(b)]
 
 
 def stage_contended(args, cands, out: dict) -> None:

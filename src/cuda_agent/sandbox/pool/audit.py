@@ -92,14 +92,13 @@ def _exclusive_overlaps(records: list[JobRecord]) -> list[tuple[int, int, str]]:
     for r in records:
         for h in (r.result.holds if r.result is not None else []):
             holds[h.device].append((h.start, h.end, h.mode == EXCLUSIVE, r.id))
-    out = []
+    out: dict[tuple[int, int, str], None] = {}  # ordered, each pair once
     for dev, hs in holds.items():
         hs.sort()
         for i, (s1, e1, x1, j1) in enumerate(hs):
             for s2, e2, x2, j2 in hs[i + 1:]:
                 if s2 >= e1:
                     break
-                pair = (j1, j2, dev) if x1 else (j2, j1, dev)
-                if j1 != j2 and (x1 or x2) and pair not in out:
-                    out.append(pair)
-    return out
+                if j1 != j2 and (x1 or x2):
+                    out[(j1, j2, dev) if x1 else (j2, j1, dev)] = None
+    return list(out)

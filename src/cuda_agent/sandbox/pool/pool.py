@@ -51,7 +51,8 @@ class Pool:
 
     def __init__(self, db: str | Path = "pool.sqlite", *, device: str = "cuda", backend: str | None = "local",
                  gpus: list[int] | list[str] | int | None = None, slots: int | None = None,
-                 slots_per_gpu: int = SLOTS_PER_GPU, build_workers: int | None = None, job_timeout: float | None = None, retries: int = 0,
+                 slots_per_gpu: int = SLOTS_PER_GPU, build_workers: int | None = None,
+                 job_timeout: float | None = None, retries: int = 0,
                  max_restarts: int = 3, keep_snapshots: bool = False, start: bool = True,
                  backend_options: dict[str, Any] | None = None) -> None:
         self.device = device
