@@ -151,14 +151,17 @@ def stage_alone(args, cands, out: dict, name: str = "alone", per_gpu: int = 1) -
                  "exclusive_overlaps": audit["exclusive_overlaps"],
                  "phase_mean_s": {k: round(v / max(len(done), 1), 3) for k, v in phases.items()}, "results": rows}
     if name != "alone":
-        out[name]["verdict_changes"] = changes((out.get("alone") or {}).get("results") or [], rows)
+        out[name].update(against_alone(out, rows))
 
 
-def changes(alone: list[dict], rows: list[dict]) -> list[dict]:
-    """The candidates whose verdict differs from the one-slot run's (one that got none now counts)."""
-    return [{"i": i, "kind": a["kind"], "alone": verdict(a), "now": verdict(b)}
-            for i, (a, b) in enumerate(zip(alone, rows))
-            if not a.get("missing") and verdict(a) != verdict(b)]
+def against_alone(out: dict, rows: list[dict]) -> dict:
+    """How many candidates could be compared with this run's one-slot `alone` stage (none when it did not
+    run: then "0 changes" would say nothing), and those whose verdict differs (one that got none now counts)."""
+    alone = (out.get("alone") or {}).get("results") or []
+    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(alone, rows)) if not a.get("missing")]
+    return {"compared": len(pairs),
+            "verdict_changes": [{"i": i, "kind": a["kind"], "alone": verdict(a), "now": verdict(b)}
+                                for i, a, b in pairs if verdict(a) != verdict(b)]}
 
 
 def stage_contended(args, cands, out: dict) -> None:
@@ -175,12 +178,8 @@ def stage_contended(args, cands, out: dict) -> None:
             h.wait()
     took = time.time() - t0
     rows = [summarize_result(r, k) | {"wall_s": round(s, 1)} for (r, s), (k, _, _) in zip(got, cands)]
-    alone = (out.get("alone") or {}).get("results") or []
-    diffs = changes(alone, rows)
     out["contended"] = {"n": len(rows), "in_flight": 8, "cpu_hogs": len(hogs), "seconds": round(took, 1),
-                        "gpu_util": sampler.stop(),
-                        "compared": sum(1 for a in alone[:len(rows)] if not a.get("missing")),
-                        "verdict_changes": diffs, "results": rows}
+                        "gpu_util": sampler.stop(), **against_alone(out, rows), "results": rows}
 
 
 def stage_hang(args, hang: Path, out: dict) -> None:
@@ -235,8 +234,8 @@ def report(out: dict, dest: Path) -> None:
     if sl:
         lines += [f"- {sl['slots_per_gpu']} slots on the GPU: {sl['n']} checks in {sl['seconds']} s = "
                   f"**{sl['evals_per_min']} evaluations/min**, GPU busy {sl['gpu_util']} %, audit "
-                  f"{'ok' if sl['audit_ok'] else 'FAILED'}, **{len(sl['verdict_changes'])} verdict changes** against "
-                  f"alone; mean s/phase {sl['phase_mean_s']}"]
+                  f"{'ok' if sl['audit_ok'] else 'FAILED'}, **{len(sl['verdict_changes'])} verdict changes** of "
+                  f"{sl['compared']} compared with alone; mean s/phase {sl['phase_mean_s']}"]
     if c:
         lines += [f"- contended (8 in flight + {c['cpu_hogs']} CPU hogs): {c['n']} checks in {c['seconds']} s, "
                   f"**{len(c['verdict_changes'])} verdict changes** of {c['compared']}"]

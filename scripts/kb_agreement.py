@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -126,7 +127,7 @@ def run_kb(case, a, out_dir: Path, group: str) -> dict:
         d["verdict"] = "pass" if d["compiled"] and d["correctness"] else "reject"
     else:  # crashed or hung: KernelBench itself lost the result (a reject for the table's purposes)
         d = {"verdict": "reject", "compiled": None, "correctness": None, "crash": f"exit {rc}: {tail[-300:]}"}
-    d["wall_s"] = round(time.perf_counter() - t, 1)
+    d["wall_s"], d["ended"] = round(time.perf_counter() - t, 1), time.time()
     return d
 
 
@@ -157,10 +158,11 @@ def run_ours(case, rules: str, a, out_dir: Path) -> dict:
             d = {"verdict": "error", "error": f"cuda-agent check exit {p.returncode}: {(p.stderr or p.stdout)[-400:]}"}
         else:
             d = json.loads(lines[-1])
+            (out_dir / "raw" / f"{case.id}.{rules}.json").write_text(lines[-1])
             d["verdict"] = "pass" if d.get("compiled") and d.get("correct") else "reject"
     except subprocess.TimeoutExpired:
         d = {"verdict": "error", "error": f"cuda-agent check did not finish in {a.check_timeout} s"}
-    d["wall_s"] = round(time.perf_counter() - t, 1)
+    d["wall_s"], d["ended"] = round(time.perf_counter() - t, 1), time.time()
     return d
 
 
@@ -282,19 +284,52 @@ def main(argv: list[str] | None = None) -> int:
     def _progress(c, who: str, d: dict) -> None:
         print(f"[{time.time() - t0:6.0f} s] {c.id:36s} {who:12s} {d['verdict']:6s} ({d['wall_s']} s)", flush=True)
 
-    # per group a KernelBench chain and a chain of ours, side by side; the longest groups first
+    # per group a KernelBench chain and a chain of ours, side by side; the longest groups first.
+    # A run cut by `timeout` (SIGTERM) still writes its table: the cases finished by then, the
+    # others marked as not run; the children get the signal from `timeout` as well.
     order = sorted(groups.values(), key=len, reverse=True)
-    with ThreadPoolExecutor(max_workers=max(2, 2 * a.workers)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(2, 2 * a.workers))
+    cut = None
+    signal.signal(signal.SIGTERM, _on_term)
+    try:
         futures = [pool.submit(chain, g) for g in order for chain in (kb_chain, ours_chain)]
         for f in futures:
             f.result()
+    except _Cut as e:
+        cut = str(e)
+    t_cut = time.time()  # a check that ended after the signal was killed by it: not a verdict
 
+    def before_cut(v: dict) -> bool:
+        return "kb" in v and "ours" in v and max([v["kb"]["ended"]] + [o["ended"] for o in v["ours"].values()]) < t_cut
+    finished = {k: dict(v) for k, v in list(results.items()) if not cut or before_cut(v)}
+    bad = write_report(cases, skipped, finished, a, out_dir, round(time.time() - t0, 1), cut)
+    if cut:  # leave at once: a worker thread may still wait on a child that ignores the signal
+        sys.stdout.flush()
+        os._exit(124)
+    pool.shutdown()
+    return 1 if bad else 0
+
+
+class _Cut(Exception):
+    pass
+
+
+def _on_term(signum, _frame):
+    raise _Cut(f"signal {signal.Signals(signum).name}")
+
+
+def write_report(cases, skipped, results: dict, a, out_dir: Path, wall: float, cut: str | None) -> int:
+    """Writes kb_agreement.json and kernelbench-agreement.md; returns how many rows are flagged as bugs."""
     rows, bad = [], 0
     for c in cases:
         base = {"id": c.id, "kind": c.kind, "class": c.cls, "backend": c.backend, "expect": c.expect}
         if c in skipped:
             rows.append(dict(base, kb="-", ours_kernelbench="-", ours_strict="-", agree="skipped",
                              explanation=f"needs {', '.join(c.missing())}"))
+            continue
+        if c.id not in results:
+            rows.append(dict(base, kb="-", ours_kernelbench="-", ours_strict="-", agree="not run",
+                             explanation=f"the run was cut ({cut}) before this case finished"))
             continue
         r = results[c.id]
         ok, why = judge(c, r["kb"], r["ours"])
@@ -303,11 +338,10 @@ def main(argv: list[str] | None = None) -> int:
                          ours_strict=r["ours"]["strict"]["verdict"],
                          agree=("yes" if r["kb"]["verdict"] == r["ours"]["kernelbench"]["verdict"] else "no")
                          + ("" if ok else " (BUG?)"), explanation=why, raw=r))
-    wall = round(time.time() - t0, 1)
     import torch
 
     env = {"machine": platform.node(), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-           "torch": torch.__version__, "python": platform.python_version(), "wall_s": wall,
+           "torch": torch.__version__, "python": platform.python_version(), "wall_s": wall, "cut": cut,
            "workers": a.workers, "kb_tolerance": a.kb_tolerance or "pinned (fp32 1e-4)", "our_args": a.our_args}
     (out_dir / "kb_agreement.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1, default=str))
     n_run = len(cases) - len(skipped)
@@ -323,9 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Disagreements or unexpected verdicts flagged as bugs: {bad}.",
     ]
+    if cut:
+        header += ["", f"**Cut** ({cut}) after {wall} s: {n_run - len(results)} of {n_run} cases have no verdict."]
     (out_dir / "kernelbench-agreement.md").write_text(md_table(rows, header))
-    print(md_table(rows, header))
-    return 1 if bad else 0
+    print(md_table(rows, header), flush=True)
+    return bad
 
 
 if __name__ == "__main__":

@@ -213,3 +213,25 @@ def test_a_check_waits_for_another_judges_timing_and_books_it_to_gpu_wait(exampl
     assert sum(r.phases.values()) <= r.seconds + 0.5, r.phases  # booked once: not to timing as well
     assert [h.mode for h in r.holds] == [SHARED, EXCLUSIVE] and {h.device for h in r.holds} == {device_key("cpu")}
     assert r.holds[0].end <= r.holds[1].start and r.holds[1].start >= other.end
+
+
+def test_a_cold_single_file_build_lets_the_device_go(example_task, example_dir, tmp_path):
+    """A ``load_inline`` file builds while it loads, a minute or more for CUDA: the judge lets its
+    device lock go for a build that is not cached (another judge's timing need not wait for it)
+    and holds it again after; a cached build keeps the hold."""
+    from cuda_agent.sandbox.check import CheckOptions, check
+
+    src = (example_dir / "model_new_inline.py").read_text()
+    # a source no cache has seen: the first check builds it cold, the second finds it
+    sol = tmp_path / "model_new.py"
+    sol.write_text(src.replace("#include <cmath>", f"#include <cmath>\n// {os.urandom(8).hex()}"))
+    o = CheckOptions(device="cpu", timing=False, n_sets=2, extra_round=False)
+    cold, warm = check(example_task, sol, o), check(example_task, sol, o)
+    for r in (cold, warm):
+        assert r.correct, r.error
+    assert [x["cached"] for x in cold.extensions] == [False] and [x["cached"] for x in warm.extensions] == [True]
+    built = cold.extensions[0]["seconds"]
+    assert [h.mode for h in cold.holds] == [SHARED, SHARED], cold.holds
+    gap = cold.holds[1].start - cold.holds[0].end
+    assert gap >= 0.9 * built, (gap, built)  # let go for the whole build
+    assert [h.mode for h in warm.holds] == [SHARED], warm.holds

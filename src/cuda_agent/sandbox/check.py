@@ -11,6 +11,7 @@ rejection names its exploit class (``CheckResult.exploit_classes``, sandbox/expl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -21,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import reward as rewards
 from ..rules_profile import RulesProfile
@@ -393,6 +394,21 @@ class _Check:
         self.res.phases["gpu_wait"] = round(self.res.phases.get("gpu_wait", 0.0) + waited, 3)
         self.clock += waited
 
+    @contextlib.contextmanager
+    def off_device(self) -> Iterator[None]:
+        """The device lock let go for a while (a single file's cold extension build: CPU work of
+        the judge's side, a minute or more for CUDA), then held again in the same mode, the wait
+        booked like any other.  The candidate's runner waits for the build's answer meanwhile."""
+        mode = self.device.mode if self.device is not None else None
+        if mode is None:
+            yield
+            return
+        self.device.release()
+        try:
+            yield
+        finally:
+            self.hold(mode)
+
     def _stages(self, *stages: Callable[[], None]) -> bool:
         """Run ``stages`` in order; False when one ended the check (what it raised is written
         into the result here: the one place)."""
@@ -494,7 +510,7 @@ class _Check:
             runner = RunnerProcess(job_dir / "job.json", env=self.env,
                                    **({"limits": o.limits} if o.limits is not None else {}))
         self.runner = runner
-        runner.on_build = inline_build.server(o.device, job_dir, o.build_timeout)
+        runner.on_build = inline_build.server(o.device, job_dir, o.build_timeout, aside=self.off_device)
         res.isolation = getattr(runner, "isolation", "")
         res.warnings += list(getattr(runner, "warnings", []))
 

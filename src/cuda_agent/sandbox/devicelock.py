@@ -4,7 +4,8 @@ exclusive while its numbers need the device quiet.
 Several judges may share one GPU (a pool with ``slots_per_gpu`` above 1, concurrent
 ``cuda-agent check`` processes).  A verification round gives the same outputs beside another
 job as alone; a timing does not.  So a check holds its device's lock *shared* from the moment it
-prepares its runner until it is done (reference outputs, loading the candidate, verification),
+prepares its runner until it is done (reference outputs, loading the candidate, verification;
+a single file's extension build that is not cached lets it go meanwhile: CPU work, often minutes),
 and *exclusive* for what it measures (timing the candidate with its spot checks and cross-checks,
 measuring baselines, Nsight Compute's counters): an exclusive holder is alone on the device with
 no other judge doing anything there.

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Callable
 
 from .cache import cache_root
@@ -132,9 +133,25 @@ def key(req: dict, device: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def server(device: str, job_dir: Path, timeout: float) -> Callable[[dict], dict]:
-    """The runner's ``on_build``: its build requests answered into ``job_dir``."""
-    return lambda req: serve(req, device, job_dir, timeout)
+def server(device: str, job_dir: Path, timeout: float,
+           aside: Callable[[], AbstractContextManager] | None = None) -> Callable[[dict], dict]:
+    """The runner's ``on_build``: its build requests answered into ``job_dir``.  A build not in
+    the cache yet runs inside ``aside()`` (the check lets its device lock go meanwhile: a cold
+    build is a minute of CPU work that no other judge's timing on the device need wait for)."""
+    def answer(req: dict) -> dict:
+        if aside is None or cached(req, device):
+            return serve(req, device, job_dir, timeout)
+        with aside():
+            return serve(req, device, job_dir, timeout)
+    return answer
+
+
+def cached(req: dict, device: str) -> bool:
+    """Whether ``req`` would be answered from the cache (a refused request is answered at once too)."""
+    try:
+        return (cache_root() / "inline" / key(normalize(req), device) / "result.json").is_file()
+    except Exception:  # noqa: BLE001 - a request serve() refuses: answered at once, nothing built
+        return True
 
 
 def server_for(job_file: Path, timeout: float) -> Callable[[dict], dict]:
