@@ -211,8 +211,12 @@ def test_a_check_waits_for_another_judges_timing_and_books_it_to_gpu_wait(exampl
     assert r.correct and r.timing is not None, r.error
     assert r.phases["gpu_wait"] >= waited - 0.05, (r.phases, waited)
     assert sum(r.phases.values()) <= r.seconds + 0.5, r.phases  # booked once: not to timing as well
-    assert [h.mode for h in r.holds] == [SHARED, EXCLUSIVE] and {h.device for h in r.holds} == {device_key("cpu")}
+    assert [h.mode for h in r.holds] == [SHARED, EXCLUSIVE, SHARED] and {h.device for h in r.holds} == {device_key("cpu")}
     assert r.holds[0].end <= r.holds[1].start and r.holds[1].start >= other.end
+    # exclusive only while it measured: its runner's exit and the next spare's warm-up went under
+    # the shared hold after it
+    assert r.holds[1].end <= r.holds[2].start
+    assert r.holds[1].end - r.holds[1].start <= r.phases["timing"] + 0.5, (r.holds, r.phases)
 
 
 def test_a_cold_single_file_build_lets_the_device_go(example_task, example_dir, tmp_path):

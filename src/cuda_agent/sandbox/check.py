@@ -365,7 +365,9 @@ class _Check:
             return
         # 2. verify, on a device other judges may share (devicelock.py): held shared from before
         # the runner starts (a spare warming up must not run beside another judge's clocks) to the
-        # end, exclusive while anything is measured
+        # end, exclusive only while something is measured (the candidate's timing, baselines that
+        # are not cached, ncu): closing runners and warming the next one go beside other judges'
+        # verification, never beside their clocks
         with DeviceLock(o.device) as self.device:
             try:
                 self.hold(SHARED)
@@ -375,10 +377,12 @@ class _Check:
                                             self.main_round, self.extra_round, self.accept,
                                             *([self.time_candidate] if o.timing else []))
                 finally:
+                    self.hold(SHARED)
                     self.close_job()
                 if finished and o.timing and o.baselines:
                     self.time_baselines()
-                spares.settle()  # the next runner warm and the last one gone before another judge times
+                self.hold(SHARED)
+                spares.settle()  # the last runner gone and the next one warm before another judge times
                 self.lap("close")
             finally:
                 self.device.release()
@@ -716,7 +720,7 @@ class _Check:
         import torch
 
         o, res, ref = self.o, self.res, self.ref
-        self.hold(EXCLUSIVE)  # no other judge on the device while it is timed; kept to the end of the check
+        self.hold(EXCLUSIVE)  # no other judge on the device while it is timed
         spares.settle()  # the next check's runner, still importing torch, must not run beside the clocks
         self.n_rot = rotation_sets(self.set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(self.n_rot)]
