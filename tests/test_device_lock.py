@@ -239,3 +239,37 @@ def test_a_cold_single_file_build_lets_the_device_go(example_task, example_dir, 
     gap = cold.holds[1].start - cold.holds[0].end
     assert gap >= 0.9 * built, (gap, built)  # let go for the whole build
     assert [h.mode for h in warm.holds] == [SHARED], warm.holds
+
+
+def test_runners_in_transition_settle_under_the_shared_hold_before_a_timing(example_task, example_dir, monkeypatch):
+    """Going exclusive lets the device go while it waits: the judge's runners in transition (a
+    spare warming up, the last runner exiting) must be done before, not run beside the timing of
+    whichever judge gets the device meanwhile.  The calls are recorded, each passed through."""
+    from cuda_agent.sandbox import check as check_mod
+    from cuda_agent.sandbox.check import CheckOptions, check
+    from cuda_agent.sandbox.timing import Recipe
+
+    events: list[str] = []
+    settle, hold, release = check_mod.spares.settle, DeviceLock.hold, DeviceLock.release
+
+    def rec_settle(*a, **k):
+        events.append("settle")
+        return settle(*a, **k)
+
+    def rec_hold(self, mode):
+        events.append(f"hold {mode}")
+        return hold(self, mode)
+
+    def rec_release(self):
+        if self.mode is not None:
+            events.append(f"release {self.mode}")
+        return release(self)
+
+    monkeypatch.setattr(check_mod.spares, "settle", rec_settle)
+    monkeypatch.setattr(DeviceLock, "hold", rec_hold)
+    monkeypatch.setattr(DeviceLock, "release", rec_release)
+    o = CheckOptions(device="cpu", baselines=False, n_sets=2, extra_round=False, recipe=Recipe(budget_s=0.5))
+    r = check(example_task, example_dir / "solution", o)
+    assert r.correct and r.timing is not None, r.error
+    i = events.index(f"hold {EXCLUSIVE}")
+    assert events[i - 1] == "settle" and f"release {SHARED}" not in events[:i - 1], events

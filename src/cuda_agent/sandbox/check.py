@@ -398,6 +398,15 @@ class _Check:
         self.res.phases["gpu_wait"] = round(self.res.phases.get("gpu_wait", 0.0) + waited, 3)
         self.clock += waited
 
+    def exclusive(self) -> None:
+        """Hold the device alone, for a measurement.  This judge's runners in transition (the last
+        one exiting, the next spare importing torch) finish first, under the shared hold: waiting
+        for the exclusive lock lets the device go, and they must not run beside the clocks of the
+        judge that gets it meanwhile (nor, once it is ours, beside our own)."""
+        spares.settle()
+        self.hold(EXCLUSIVE)
+        spares.settle()  # nothing new starts while it waits: as a rule a no-op
+
     @contextlib.contextmanager
     def off_device(self) -> Iterator[None]:
         """The device lock let go for a while (a single file's cold extension build: CPU work of
@@ -720,8 +729,7 @@ class _Check:
         import torch
 
         o, res, ref = self.o, self.res, self.ref
-        self.hold(EXCLUSIVE)  # no other judge on the device while it is timed
-        spares.settle()  # the next check's runner, still importing torch, must not run beside the clocks
+        self.exclusive()  # no other judge on the device while it is timed
         self.n_rot = rotation_sets(self.set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(self.n_rot)]
         self.under = baselines.conditions(o.device)  # how busy the machine is around the candidate's timing
@@ -829,7 +837,7 @@ class _Check:
             res.error = _explain(res.violations)
         if tools:
             if o.ncu:  # its counters (durations, throughputs) are measurements
-                self.hold(EXCLUSIVE)
+                self.exclusive()
             _gpu_tools(o, self.job_dir, self.tool_seed, self.sol_file, self.kdir, self.env, res)
             self.lap("tools")
         for d in dirs:
@@ -840,7 +848,7 @@ class _Check:
         """Eager and torch.compile, same recipe (cached per task, device and torch version)."""
         o, res = self.o, self.res
         base = baselines.get(self.task, o.device, o.recipe, self.n_rot, compile=o.compile_baseline,
-                             timeout=o.time_timeout, under=self.under, quiet=lambda: self.hold(EXCLUSIVE))
+                             timeout=o.time_timeout, under=self.under, quiet=self.exclusive)
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
         if base.get("error"):
