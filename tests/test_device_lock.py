@@ -273,3 +273,38 @@ def test_runners_in_transition_settle_under_the_shared_hold_before_a_timing(exam
     assert r.correct and r.timing is not None, r.error
     i = events.index(f"hold {EXCLUSIVE}")
     assert events[i - 1] == "settle" and f"release {SHARED}" not in events[:i - 1], events
+
+
+def test_the_candidate_is_frozen_while_its_judge_waits_for_the_device(example_task, example_dir):
+    """While the judge waits to go exclusive the device is not its own: every process of the
+    candidate's job is stopped (state T) for the wait, and thawed after it (the check times)."""
+    from cuda_agent.sandbox.check import CheckOptions, check
+    from cuda_agent.sandbox.devicelock import device_key
+    from cuda_agent.sandbox.process import descendants
+    from cuda_agent.sandbox.timing import Recipe
+
+    def state(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return "gone"
+
+    other = Judge(SHARED, device_key("cpu"))
+    try:
+        other.held()
+        out: dict = {}
+        o = CheckOptions(device="cpu", baselines=False, n_sets=2, extra_round=False, recipe=Recipe(budget_s=0.5))
+        t = threading.Thread(target=lambda: out.setdefault("r", check(example_task, example_dir / "solution", o)))
+        t.start()
+        waiting(os.getpid(), device_key("cpu"), timeout=240)  # verified; now it waits to time
+        theirs = {other.proc.pid, *descendants(other.proc.pid)}
+        job = [p for p in descendants(os.getpid()) if p not in theirs]
+        states = {p: state(p) for p in job}
+        other.let_go()
+        t.join(240)
+    finally:
+        other.close()
+    assert job and all(s in ("T", "t") for s in states.values()), states
+    r = out["r"]
+    assert r.correct and r.timing is not None, r.error
+    assert all(state(p) == "gone" for p in job)  # thawed, then closed with the check

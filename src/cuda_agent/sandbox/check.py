@@ -353,6 +353,7 @@ class _Check:
         self.job_dir: Path | None = None
         self.spare = None  # a runner started before this check (process.spares), if one was ready
         self.runner: RunnerProcess | None = None
+        self.closed = False  # the runner was closed (or handed over to exit behind the check)
         self.tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
         self.errors = _Errors()
         self.last_round = "main"
@@ -392,11 +393,31 @@ class _Check:
     def hold(self, mode: str) -> None:
         """Hold the device in ``mode``.  The wait (another judge's timing, or its verification
         before ours) is booked to ``gpu_wait`` and to no stage: it is neither the candidate's
-        time nor any budget of its (the runner waits idle for its next command meanwhile)."""
+        time nor any budget of its.  The candidate's runner is frozen meanwhile (between two
+        commands it has nothing to do): the device is not ours while we wait."""
         assert self.device is not None
+        if mode == self.device.mode:
+            return
+        with self.frozen():
+            self._wait_for(mode)
+
+    def _wait_for(self, mode: str) -> None:
         waited = self.device.hold(mode)
         self.res.phases["gpu_wait"] = round(self.res.phases.get("gpu_wait", 0.0) + waited, 3)
         self.clock += waited
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The candidate's runner stopped (SIGSTOP) for the block, if it is running: it must not
+        work beside another judge's clocks while this judge does not hold the device."""
+        runner = self.runner if self.runner is not None and not self.closed else None
+        if runner is not None:
+            runner.pause()
+        try:
+            yield
+        finally:
+            if runner is not None:
+                runner.resume()
 
     def exclusive(self) -> None:
         """Hold the device alone, for a measurement.  This judge's runners in transition (the last
@@ -416,11 +437,12 @@ class _Check:
         if mode is None:
             yield
             return
-        self.device.release()
-        try:
-            yield
-        finally:
-            self.hold(mode)
+        with self.frozen():  # it waits for the build's answer anyway
+            self.device.release()
+            try:
+                yield
+            finally:
+                self._wait_for(mode)
 
     def _stages(self, *stages: Callable[[], None]) -> bool:
         """Run ``stages`` in order; False when one ended the check (what it raised is written
@@ -816,6 +838,7 @@ class _Check:
         """Stop the runner; provided files changed while the candidate ran (hashed before,
         compared after); the GPU tools; remove the job directory."""
         o, res, runner, spare = self.o, self.res, self.runner, self.spare
+        self.closed = True
         if runner is None and spare is not None:  # failed before the runner was needed
             runner = spare.runner
         tools = self.tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations))

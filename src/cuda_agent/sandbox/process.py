@@ -471,6 +471,36 @@ class RunnerProcess:
             why = f"the process exited with code {st.get('exit', code)}"
         return RunnerDied("crash", why + (f"; last output:\n{tail}" if tail else ""))
 
+    # -- pausing ----------------------------------------------------------------------------
+    def pause(self) -> None:
+        """Freeze the job: SIGSTOP to the launcher and every process below it (and, without a PID
+        namespace, every process the watchdog saw).  While its judge waits for the device lock
+        none of the candidate's threads may compute or launch GPU work beside another judge's
+        timing; :meth:`resume` thaws it.  A stopped process cannot fork, so one walk that finds
+        nothing new has them all."""
+        self._signal_job(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_job(signal.SIGCONT)
+
+    def _signal_job(self, sig: int) -> None:
+        if self.proc.poll() is not None:
+            return
+        done: set[int] = set()
+        for _ in range(20):
+            tree = [self.proc.pid, *descendants(self.proc.pid, 100_000)]
+            if not self._pidns:
+                tree += [p for p, t0 in dict(self._seen).items() if t0 is not None and _start_time(p) == t0]
+            new = [p for p in tree if p not in done]
+            if not new:
+                return
+            for p in new:
+                try:
+                    os.kill(p, sig)
+                except OSError:
+                    pass
+            done.update(new)
+
     # -- ending -----------------------------------------------------------------------------
     def kill(self) -> None:
         """Kill the job: every process it started, however it detached."""
