@@ -280,7 +280,7 @@ def test_the_candidate_is_frozen_while_its_judge_waits_for_the_device(example_ta
     candidate's job is stopped (state T) for the wait, and thawed after it (the check times)."""
     from cuda_agent.sandbox.check import CheckOptions, check
     from cuda_agent.sandbox.devicelock import device_key
-    from cuda_agent.sandbox.process import descendants
+    from cuda_agent.sandbox.process import descendants, spares
     from cuda_agent.sandbox.timing import Recipe
 
     def state(pid: int) -> str:
@@ -289,21 +289,24 @@ def test_the_candidate_is_frozen_while_its_judge_waits_for_the_device(example_ta
         except OSError:
             return "gone"
 
+    was_on = spares.on  # no spare starting beside the job: its processes are the new ones
+    spares.enable(False)
     other = Judge(SHARED, device_key("cpu"))
     try:
         other.held()
         out: dict = {}
         o = CheckOptions(device="cpu", baselines=False, n_sets=2, extra_round=False, recipe=Recipe(budget_s=0.5))
+        before = set(descendants(os.getpid()))  # whatever earlier tests of this process left
         t = threading.Thread(target=lambda: out.setdefault("r", check(example_task, example_dir / "solution", o)))
         t.start()
         waiting(os.getpid(), device_key("cpu"), timeout=240)  # verified; now it waits to time
-        theirs = {other.proc.pid, *descendants(other.proc.pid)}
-        job = [p for p in descendants(os.getpid()) if p not in theirs]
+        job = [p for p in descendants(os.getpid()) if p not in before]
         states = {p: state(p) for p in job}
         other.let_go()
         t.join(240)
     finally:
         other.close()
+        spares.enable(was_on)
     assert job and all(s in ("T", "t") for s in states.values()), states
     r = out["r"]
     assert r.correct and r.timing is not None, r.error
