@@ -353,7 +353,6 @@ class _Check:
         self.job_dir: Path | None = None
         self.spare = None  # a runner started before this check (process.spares), if one was ready
         self.runner: RunnerProcess | None = None
-        self.closed = False  # the runner was closed (or handed over to exit behind the check)
         self.tool_seed: int | None = None  # the first input set, for ncu / compute-sanitizer
         self.errors = _Errors()
         self.last_round = "main"
@@ -410,7 +409,7 @@ class _Check:
     def frozen(self) -> Iterator[None]:
         """The candidate's runner stopped (SIGSTOP) for the block, if it is running: it must not
         work beside another judge's clocks while this judge does not hold the device."""
-        runner = self.runner if self.runner is not None and not self.closed else None
+        runner = self.runner  # None once close_job has it
         if runner is not None:
             runner.pause()
         try:
@@ -426,7 +425,7 @@ class _Check:
         judge that gets it meanwhile (nor, once it is ours, beside our own)."""
         spares.settle()
         self.hold(EXCLUSIVE)
-        spares.settle()  # nothing new starts while it waits: as a rule a no-op
+        spares.settle()  # another check in a thread of this process may have started a spare meanwhile
 
     @contextlib.contextmanager
     def off_device(self) -> Iterator[None]:
@@ -838,7 +837,7 @@ class _Check:
         """Stop the runner; provided files changed while the candidate ran (hashed before,
         compared after); the GPU tools; remove the job directory."""
         o, res, runner, spare = self.o, self.res, self.runner, self.spare
-        self.closed = True
+        self.runner = None  # closed here, or left to exit behind the check: nothing to freeze after
         if runner is None and spare is not None:  # failed before the runner was needed
             runner = spare.runner
         tools = self.tool_seed is not None and (o.sanitize or (o.ncu and res.correct and not res.violations))

@@ -35,8 +35,8 @@ import shutil
 import sys
 import tempfile
 import time
-from pathlib import Path
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Callable
 
 from .cache import cache_root
@@ -149,9 +149,14 @@ def server(device: str, job_dir: Path, timeout: float,
 def cached(req: dict, device: str) -> bool:
     """Whether ``req`` would be answered from the cache (a refused request is answered at once too)."""
     try:
-        return (cache_root() / "inline" / key(normalize(req), device) / "result.json").is_file()
+        return (_entry(normalize(req), device) / "result.json").is_file()
     except Exception:  # noqa: BLE001 - a request serve() refuses: answered at once, nothing built
         return True
+
+
+def _entry(req: dict, device: str) -> Path:
+    """The cache directory of a (normalized) request."""
+    return cache_root() / "inline" / key(req, device)
 
 
 def server_for(job_file: Path, timeout: float) -> Callable[[dict], dict]:
@@ -169,10 +174,9 @@ def serve(req: dict, device: str, job_dir: Path, timeout: float = 600.0) -> dict
     except BadRequest as e:
         return {"ok": False, "log": f"the build request was refused: {e}", "seconds": 0.0}
     try:
-        k = key(req, device)
-        root = cache_root() / "inline"
+        entry = _entry(req, device)
+        k, root = entry.name, entry.parent
         root.mkdir(parents=True, exist_ok=True)
-        entry = root / k
         with open(root / f"{k}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two checks of the same source build it once
             cached = (entry / "result.json").is_file()
