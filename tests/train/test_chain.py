@@ -17,16 +17,42 @@ from cuda_agent.train.reward_fn import compute_score
 
 
 def test_right_solution_passes_and_wrong_one_fails_on_the_cpu():
-    (st,) = scripted_tasks(1, "cpu")
-    info = {"task_id": st.task.id, "task_sha": st.task.sha, "device": "cpu", "timing": False}
-    right = compute_score("cuda_agent", answer_text(st.right), st.task.source, info)
-    wrong = compute_score("cuda_agent", answer_text(st.wrong), st.task.source, info)
-    assert right["correct"] and right["score"] > 0, right
-    assert wrong["compiled"] and not wrong["correct"] and wrong["score"] < 0, wrong
+    # a one-operator task and a two-operator one (the wrong body gets the last step wrong)
+    for st in scripted_tasks(2, "cpu"):
+        info = {"task_id": st.task.id, "task_sha": st.task.sha, "device": "cpu", "timing": False}
+        right = compute_score("cuda_agent", answer_text(st.right), st.task.source, info)
+        wrong = compute_score("cuda_agent", answer_text(st.wrong), st.task.source, info)
+        assert right["correct"] and right["score"] > 0, (st.task.id, right)
+        assert wrong["compiled"] and not wrong["correct"] and wrong["score"] < 0, (st.task.id, wrong)
+
+
+def test_the_chain_tasks_are_synth_tasks():
+    """The tasks are what synth's programmatic composer renders (over the seed operators the chain
+    has C expressions for), the same on every call (the chain's second call reuses the first's
+    warm start), and they pass synth's filters but the runtime band and compile (see synth_programs)."""
+    import tempfile
+    from pathlib import Path
+
+    from cuda_agent.synth.compose.programmatic import ProgrammaticComposer
+    from cuda_agent.synth.evaluate import FilterConfig, run_filters
+    from cuda_agent.synth.seed_table import SEED_TABLE
+    from cuda_agent.train.chain import C_OPS, synth_programs
+
+    sts = scripted_tasks(PRESETS["tiny"].n_tasks, "cuda")
+    assert len({st.task.id for st in sts}) == len(sts) and any(len(st.task.meta["ops"]) == 2 for st in sts)
+    composer = ProgrammaticComposer(library=[s for s in SEED_TABLE if s.name in C_OPS], profile="cpu")
+    sources = {composer.compose(b, k).source for b in ("1", "2") for k in range(50)}
+    for st, prog in zip(sts, synth_programs(len(sts))):
+        assert st.task.source in sources and st.task.meta["ops"] == prog.ops
+        assert f"ops.{st.task.id.split('-', 1)[1]}(x)" in st.right["model_new.py"]
+        with tempfile.TemporaryDirectory() as d:
+            verdict = run_filters(st.task.source, FilterConfig(device="cpu", compile=False, band_ms=(0, 1e9)),
+                                  Path(d))
+        assert verdict.ok, (st.task.id, verdict)
 
 
 def test_cuda_solutions_are_cuda_files():
-    files = solution("relu", "v", "cuda")
+    files = solution("relu", "v = fmaxf(v, 0.0f);", "cuda")
     assert set(files) == {"kernels/relu.cu", "kernels/relu_binding.cpp", "model_new.py"}
     assert "cuda_agent_stream()" in files["kernels/relu_binding.cpp"] and "<<<" in files["kernels/relu.cu"]
     with pytest.raises(ValueError):
@@ -42,6 +68,12 @@ def test_scripted_episode_uses_the_real_tools():
     results = [m["content"] for m in msgs if m["role"] == "tool"]
     assert all(not r.startswith("Error") for r in results), results  # Read before the model_new.py Write
     assert msgs[-1] == {"role": "assistant", "content": "ModelNew calls my kernel."}
+    # laid out as the agent loop lays out an episode, a new path each time
+    import re
+
+    again, _ = episode_messages(st, st.right, "cpu")
+    paths = [re.search(r"Your workspace is (\S+)\. ", m[1]["content"]).group(1) for m in (msgs, again)]
+    assert paths[0] != paths[1] and all(re.fullmatch(r".*/cuda-agent-[0-9a-f]{12}-[^/]+/ws", p) for p in paths)
 
 
 def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
@@ -49,7 +81,7 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
 
     chain = Chain(tmp_path / "run", PRESETS["cpu-smoke"], device="cpu", echo=lambda s: None)
     info = chain.prepare()
-    assert info["examples"] == 4 and info["warm_loss_last"] < info["warm_loss_first"] + 0.5
+    assert info["examples"] == 2 + 2 * PRESETS["cpu-smoke"].path_variants and info["warm_loss_last"] < info["warm_loss_first"] + 0.5
     tok = AutoTokenizer.from_pretrained(chain.model0)
     model = AutoModelForCausalLM.from_pretrained(chain.model0)
     assert model.config.vocab_size == len(tok) and tok.eos_token == "<|im_end|>"
@@ -58,7 +90,8 @@ def test_warm_start_fits_and_writes_a_model_verl_can_load(tmp_path):
     msgs = single_turn_messages(st.task, "cpu") + [{"role": "assistant", "content": answer_text(st.right)}]
     ids, labels = encode_example(tok, msgs, None, 2)
     n = sum(1 for x in labels if x != -100)
-    assert 0 < n < len(ids) and tok.decode(ids[-n:]).startswith('<file path="kernels/relu.cpp">')
+    name = st.task.id.split("-", 1)[1]
+    assert 0 < n < len(ids) and tok.decode(ids[-n:]).startswith(f'<file path="kernels/{name}.cpp">')
     assert info["prompt_tokens_max"] > len(ids) - n
     # the warm start learnt the ids verl feeds: its tokenizer loader and its prompt builder (the
     # only tokenization path of its agent loops) give every example's prompt as a prefix
@@ -124,7 +157,7 @@ def test_every_warm_start_example_is_verls_stream_for_the_tiny_preset(tmp_path):
     chain.prepare()
     tok = hf_tokenizer(str(chain.model0))
     builder = create_continuous_token_builder(tok, hf_model_type="qwen2")
-    assert len(chain.warm_examples) == 16
+    assert len(chain.warm_examples) == 4 * 2 * (1 + small.path_variants)
     for (msgs, tools), (ids, labels) in zip(chain.warm_messages, chain.warm_examples):
         assert replay_episode(builder, tok, msgs, tools, ids) == ids
         assert ids[-1] == tok.eos_token_id and labels[-1] == tok.eos_token_id
@@ -145,7 +178,7 @@ def test_rft_rows_keep_positive_samples(tmp_path):
     assert seen == {"read": 3, "kept": 1, "not above min_reward": 1, "unknown task": 1}
     (row,) = rows
     assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
-    assert row["messages"][-1]["content"] == answer_text(sts[0].right) and row["task_id"] == "chain/relu"
+    assert row["messages"][-1]["content"] == answer_text(sts[0].right) and row["task_id"] == sts[0].task.id
 
 
 def test_stage_commands_of_the_chain(tmp_path):

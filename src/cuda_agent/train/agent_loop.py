@@ -33,7 +33,6 @@ import asyncio
 import logging
 import shutil
 import tempfile
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -48,7 +47,7 @@ from ..agent.llm.text_format import parse_reply
 from ..agent.loop import TRAIN_MAX_TURNS, Agent, AgentConfig, Budget, EpisodeResult
 from ..agent.tools import ToolSet
 from ..sandbox.workspace import create_workspace
-from .data import task_from_row
+from .data import episode_dir, task_from_row
 from .reward_fn import Score, failure_score, score_of
 
 logger = logging.getLogger(__name__)
@@ -216,10 +215,7 @@ class CudaAgentLoop(AgentLoopBase):
         reward_model = kwargs.get("reward_model") or {}
         task = task_from_row(reward_model.get("ground_truth"), info)
         device, rules, scheme = info.get("device") or "cuda", info.get("rules") or "strict", info.get("reward") or "paper"
-        traj_id = uuid.uuid4().hex[:12]
-        root = Path(self.workdir) if self.workdir else Path(tempfile.gettempdir())
-        root.mkdir(parents=True, exist_ok=True)
-        ep_dir = Path(tempfile.mkdtemp(prefix=f"cuda-agent-{traj_id}-", dir=root))
+        traj_id, ep_dir = episode_dir(Path(self.workdir) if self.workdir else Path(tempfile.gettempdir()))
         loop = asyncio.get_running_loop()
         evaluator = self.evaluator(device, rules, scheme)
         config = self.agent_config(device)

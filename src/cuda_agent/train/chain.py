@@ -3,10 +3,11 @@
 The recipe at toy scale, every stage on verl's own trainers with the ``hf`` rollout:
 
 0. **warm start** (not a paper stage): a tiny Qwen2 and a byte-level BPE tokenizer built here
-   from our own prompts, fitted with a short supervised run on scripted solutions of a few
-   element-wise tasks, half correct and half wrong (one wrong expression), in both the
-   single-turn answer format and as multi-turn tool-calling episodes.  A random model gets the
-   same reward on every episode (zero advantage); this one samples right and wrong solutions.
+   from our own prompts, fitted with a short supervised run on scripted solutions of a few synth
+   tasks (element-wise chains of synth's seed operators, composed and filtered by synth), half
+   correct and half wrong (the last step wrong), in both the single-turn answer format and as
+   multi-turn tool-calling episodes.  A random model gets the same reward on every episode (zero
+   advantage); this one samples right and wrong solutions.
 1. single-turn PPO with a critic (``stage 1``), rewards from the evaluator on the GPU; its
    samples are kept (``trainer.rollout_data_dir``);
 2. RFT: SFT (``stage 2``) on the stage-1 samples with reward > 0;
@@ -36,7 +37,7 @@ from typing import Any, Callable
 
 from ..tasks import Task
 from . import CONFIG_DIR
-from .data import JudgeSpec, agentic_messages, agentic_rows, single_turn_messages, single_turn_rows, write_parquet
+from .data import JudgeSpec, agentic_messages, episode_dir, agentic_rows, single_turn_messages, single_turn_rows, write_parquet
 from .stages import LaunchSpec, command, rollout_env
 
 
@@ -62,54 +63,97 @@ class Preset:
     max_turns: int
     actor_lr: float
     critic_lr: float
+    path_variants: int = 1
+    """Scripted episodes per solution, each in a workspace of another path: the agent loop's prompt
+    names a new random path every episode, which a tiny model fitted on one path does not expect
+    (measured: every stage-3/4 episode of such a model garbled its first tool call)."""
 
 
 PRESETS = {
     # 4.6M parameters (vocab 2559 after BPE training); prompts ~5.1K (single turn) / ~6.7K (agentic) tokens, a scripted answer ~450,
     # a scripted episode ~1K response tokens with its tool outputs.  A PPO step is dominated by Ray/FSDP overheads and the CUDA checks
-    "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=2500, warm_lr=1e-3,
+    "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=3000, warm_lr=1e-3,
                    ppo_steps=3, batch=8, agentic_batch=4, single_response=640, agentic_response=2048, max_turns=8,
-                   actor_lr=1e-5, critic_lr=1e-4),
+                   actor_lr=1e-5, critic_lr=1e-4, path_variants=3),
     # a CPU smoke run of the pieces that run without verl's trainers (tests)
     "cpu-smoke": Preset("cpu-smoke", hidden=32, layers=1, heads=2, vocab=800, n_tasks=1, warm_steps=3,
                         warm_lr=1e-3, ppo_steps=1, batch=2, agentic_batch=2, single_response=256, agentic_response=1024,
-                        max_turns=4, actor_lr=1e-5, critic_lr=1e-4),
+                        max_turns=4, actor_lr=1e-5, critic_lr=1e-4, path_variants=2),
 }
 
-# -- tasks with scripted right and wrong solutions -----------------------------------------------
+# -- tasks from synth, with scripted right and wrong solutions -----------------------------------
 
-# name, docstring, torch expression, right C expression of v, wrong C expression of v
-OPS = [
-    ("relu", "ReLU.", "torch.relu(x)", "v > 0.0f ? v : 0.0f", "v > 1.0f ? v : 0.0f"),
-    ("relu6", "Clamp to [0, 6] (ReLU6).", "torch.clamp(x, 0.0, 6.0)", "fminf(fmaxf(v, 0.0f), 6.0f)",
-     "fminf(fmaxf(v, 0.0f), 5.0f)"),
-    ("scale_shift", "2 x + 1.", "x * 2.0 + 1.0", "v * 2.0f + 1.0f", "v * 2.0f - 1.0f"),
-    ("square", "Elementwise square.", "x * x", "v * v", "v + v"),
-    ("abs", "Absolute value.", "torch.abs(x)", "fabsf(v)", "v"),
-    ("neg_part", "min(x, 0).", "torch.clamp(x, max=0.0)", "fminf(v, 0.0f)", "fmaxf(v, 0.0f)"),
-]
+# The seed operators of synth's table that the chain composes, each with the C expression of ``v``
+# that computes it and a wrong one.  Each wrong one differs from the right one on a set of inputs
+# of full measure whatever the steps before it made of ``v`` (so a wrong solution never passes by
+# luck).  Element-wise and without parameters: a solution is one loop over the elements.
+C_OPS = {
+    "torch.relu": ("fmaxf(v, 0.0f)", "fmaxf(v, 0.5f)"),
+    "F.relu6": ("fminf(fmaxf(v, 0.0f), 6.0f)", "fminf(fmaxf(v, 0.0f), 0.5f)"),
+    "torch.square": ("v * v", "v + v"),
+    "torch.abs": ("fabsf(v)", "fabsf(v) * 0.5f"),
+    "torch.neg": ("-v", "0.5f - v"),
+    "torch.sigmoid": ("1.0f / (1.0f + expf(-v))", "1.0f / (1.0f + expf(-2.0f * v))"),
+    "torch.tanh": ("tanhf(v)", "tanhf(0.5f * v)"),
+}
 
-TASK_TEMPLATE = '''import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """{doc}"""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return {expr}
+BUCKETS = ("1", "2")
+"""Synth's op-count buckets the chain draws from, in turn (most of the paper's mix is 2)."""
 
 
-def get_inputs():
-    return [torch.randn(1024, 1024) * 4]
+def _op_stmt(step, wrong: bool) -> str:
+    """One C statement for one step of a synth program (chain, residual or two-branch form)."""
+    def expr(spec_name: str) -> str:
+        return "(" + C_OPS[spec_name][1 if wrong else 0] + ")"
+    if step.form == "residual":
+        return f"v = v + {expr(step.spec.name)};"
+    if step.form == "branch" and step.branch is not None:
+        return f"v = {expr(step.spec.name)} + {expr(step.branch.spec.name)};"
+    return f"v = {expr(step.spec.name)};"
 
 
-def get_init_inputs():
-    return []
-'''
+def kernel_body(prog, wrong: bool = False) -> str:
+    """The statements that compute ``prog`` on ``v``; the wrong body gets its last step wrong."""
+    n = len(prog.steps)
+    return "\n    ".join(_op_stmt(st, wrong and i == n - 1) for i, st in enumerate(prog.steps))
+
+
+def synth_programs(n: int, seed: int = 0) -> list:
+    """``n`` synth tasks: programs of synth's programmatic composer over the seed operators of
+    :data:`C_OPS`, buckets in turn, each kept only if synth's filters accept it, no two with the
+    same operators.  CPU-profile sizes (~10^6 elements) whatever device judges them: synth's GPU
+    sizes for an element-wise op are ~10^9 elements (its 1-100 ms band), and the chain's rewards
+    are correctness only, so its checks stay short.  For the same reason the runtime band is not
+    applied: it is the one filter that depends on the machine's speed, and the chain's two calls
+    on one run directory must draw the same tasks.  Nor is the torch.compile step (inductor on a
+    CPU takes minutes; these are element-wise torch ops)."""
+    from ..synth.compose.programmatic import ProgrammaticComposer
+    from ..synth.evaluate import FilterConfig, run_filters
+    from ..synth.seed_table import SEED_TABLE
+
+    composer = ProgrammaticComposer(library=[s for s in SEED_TABLE if s.name in C_OPS], profile="cpu")
+    filters = FilterConfig(device="cpu", compile=False, band_ms=(0.0, float("inf")))
+    progs, seen = [], set()
+    k = seed
+    while len(progs) < n:
+        if k - seed > 50 * n:
+            raise ValueError(f"synth gave fewer than {n} distinct accepted programs of {sorted(C_OPS)}")
+        prog, _ = composer.program(BUCKETS[len(progs) % len(BUCKETS)], k)
+        k += 1
+        if tuple(prog.ops) in seen:
+            continue
+        with tempfile.TemporaryDirectory(prefix="ca-chain-filter-") as d:
+            if not run_filters(prog.render(), filters, Path(d)).ok:
+                continue
+        seen.add(tuple(prog.ops))
+        progs.append(prog)
+    return progs
+
+
+def op_name(prog) -> str:
+    """The kernel's name: the operators' short names (``torch.relu`` -> ``relu``), in order."""
+    short = [name.rsplit(".", 1)[-1].lower() for name in prog.ops]
+    return "_".join(short) + ("_res" if any(st.form == "residual" for st in prog.steps) else "")
 
 CUDA_KERNEL = '''#include <cuda_runtime.h>
 #include <cstdint>
@@ -118,7 +162,8 @@ __global__ void {name}_kernel(const float* __restrict__ x, float* __restrict__ o
   int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (i < n) {{
     float v = x[i];
-    out[i] = {expr};
+    {body}
+    out[i] = v;
   }}
 }}
 
@@ -134,7 +179,8 @@ CPU_KERNEL = '''#include <cmath>
 extern "C" int {name}_launch(const float* x, float* out, int64_t n) {{
   for (int64_t i = 0; i < n; ++i) {{
     float v = x[i];
-    out[i] = {expr};
+    {body}
+    out[i] = v;
   }}
   return 0;
 }}
@@ -176,10 +222,10 @@ class ScriptedTask:
     wrong: dict[str, str]
 
 
-def solution(name: str, expr: str, device: str) -> dict[str, str]:
-    """The files of an element-wise solution computing ``expr`` (a C expression of ``v``)."""
+def solution(name: str, body: str, device: str) -> dict[str, str]:
+    """The files of an element-wise solution running the C statements ``body`` on ``v``."""
     cuda = device == "cuda"
-    kernel = (CUDA_KERNEL if cuda else CPU_KERNEL).format(name=name, expr=expr)
+    kernel = (CUDA_KERNEL if cuda else CPU_KERNEL).format(name=name, body=body)
     binding = BINDING.format(name=name, stream_decl=", void* stream" if cuda else "",
                              stream_arg=", cuda_agent_stream()" if cuda else "")
     return {f"kernels/{name}.{'cu' if cuda else 'cpp'}": kernel, f"kernels/{name}_binding.cpp": binding,
@@ -187,12 +233,18 @@ def solution(name: str, expr: str, device: str) -> dict[str, str]:
 
 
 def scripted_tasks(n: int, device: str) -> list[ScriptedTask]:
-    if not 1 <= n <= len(OPS):
-        raise ValueError(f"between 1 and {len(OPS)} tasks")
-    return [ScriptedTask(Task(id=f"chain/{name}", source=TASK_TEMPLATE.format(doc=doc, expr=texpr),
-                              meta={"level": 1}),
-                         solution(name, right, device), solution(name, wrong, device))
-            for name, doc, texpr, right, wrong in OPS[:n]]
+    """``n`` synth tasks (:func:`synth_programs`) with a right and a wrong scripted solution each."""
+    if n < 1:
+        raise ValueError("at least one task")
+    out = []
+    for prog in synth_programs(n):
+        name = op_name(prog)
+        task = Task(id=f"synth/chain-{name}", source=prog.render(),
+                    meta={"level": 1, "ops": prog.ops, "composer": "programmatic",
+                          "input_shape": list(prog.in_shape)})
+        out.append(ScriptedTask(task, solution(name, kernel_body(prog), device),
+                                solution(name, kernel_body(prog, wrong=True), device)))
+    return out
 
 
 def answer_text(files: dict[str, str]) -> str:
@@ -202,12 +254,14 @@ def answer_text(files: dict[str, str]) -> str:
 
 def episode_messages(st: ScriptedTask, files: dict[str, str], device: str) -> tuple[list[dict], list[dict]]:
     """A scripted multi-turn episode (messages, tool schemas) with the tools' real outputs: write the
-    kernel files, read then rewrite model_new.py, run verify, stop with a summary."""
+    kernel files, read then rewrite model_new.py, stop with a summary.  Its workspace is a new
+    directory each call, laid out as the agent loop lays out its own."""
     from ..agent.tools import ToolSet
     from ..sandbox.workspace import create_workspace
 
-    with tempfile.TemporaryDirectory(prefix="ca-chain-ep-") as d:
-        ws = create_workspace(st.task, Path(d) / "ws", device=device)
+    _, ep = episode_dir(Path(tempfile.gettempdir()))  # the path the agent loop's prompt shows
+    try:
+        ws = create_workspace(st.task, ep / "ws", device=device)
         tools = ToolSet(ws)
         msgs = agentic_messages(st.task, device, str(ws))
         steps = [("Write", {"file_path": p, "content": c}) for p, c in files.items() if p != "model_new.py"]
@@ -220,6 +274,8 @@ def episode_messages(st: ScriptedTask, files: dict[str, str], device: str) -> tu
             msgs.append({"role": "tool", "tool_call_id": cid, "name": name, "content": tools.call(name, args)})
         msgs.append({"role": "assistant", "content": "ModelNew calls my kernel."})
         return msgs, tools.schemas()
+    finally:
+        shutil.rmtree(ep, ignore_errors=True)
 
 
 # -- tokenizer and model --------------------------------------------------------------------------
@@ -507,7 +563,7 @@ class Chain:
             for files in (s.right, s.wrong):
                 examples_msgs.append((single_turn_messages(s.task, d) + [
                     {"role": "assistant", "content": answer_text(files)}], None))
-                examples_msgs.append(episode_messages(s, files, d))
+                examples_msgs += [episode_messages(s, files, d) for _ in range(p.path_variants)]
         corpus = [m["content"] for msgs, _ in examples_msgs for m in msgs] + [
             json.dumps(t) for _, tools in examples_msgs if tools for t in tools]
         self.model0 = self.out / "model0"

@@ -17,6 +17,8 @@ prompt-length filter sees the real size).
 from __future__ import annotations
 
 import json
+import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -76,6 +78,15 @@ def single_turn_messages(task: Task, device: str) -> list[dict[str, str]]:
             f"model_new.py (class ModelNew) so that ModelNew computes the same outputs as Model, "
             f"faster. Answer with the file blocks only.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def episode_dir(root: Path) -> tuple[str, Path]:
+    """A new trajectory id and a fresh directory for its episode under ``root``; the workspace is
+    its ``ws``.  Its path is in the episode's prompt, so scripted episodes (the chain's warm start)
+    are laid out the same way: a small model learns the shape of the path it will be shown."""
+    traj_id = uuid.uuid4().hex[:12]
+    root.mkdir(parents=True, exist_ok=True)
+    return traj_id, Path(tempfile.mkdtemp(prefix=f"cuda-agent-{traj_id}-", dir=root))
 
 
 def agentic_messages(task: Task, device: str, workspace: str = PLACEHOLDER_WORKSPACE) -> list[dict[str, str]]:

@@ -147,7 +147,9 @@ class ProgrammaticComposer:
         info["est_gpu_ms"] = est
         return prog, info
 
-    def compose(self, bucket: str, seed: int) -> Candidate:
+    def program(self, bucket: str, seed: int) -> tuple[Program, dict[str, object]]:
+        """The program that :meth:`compose` renders for ``(bucket, seed)``, and how its GPU size
+        was fitted (empty on the CPU profile)."""
         rng = random.Random(seed)
         err: Exception | None = None
         for _ in range(self.attempts):
@@ -160,11 +162,15 @@ class ProgrammaticComposer:
             fit: dict[str, object] = {}
             if self.target_ms is not None:
                 prog, fit = self._fit(bucket, prog, state, seed)
-            return Candidate(source=prog.render(), bucket=bucket, ops=prog.ops,
-                             categories=[s.category for s in prog.specs], composer=self.name, seed=seed,
-                             extra={"family": prog.family, "input_shape": list(prog.in_shape),
-                                    "output_shape": list(prog.out_shape), "profile": self.profile, **fit})
+            return prog, fit
         raise ComposeError(f"bucket {bucket}: no valid program in {self.attempts} attempts ({err})")
+
+    def compose(self, bucket: str, seed: int) -> Candidate:
+        prog, fit = self.program(bucket, seed)
+        return Candidate(source=prog.render(), bucket=bucket, ops=prog.ops,
+                         categories=[s.category for s in prog.specs], composer=self.name, seed=seed,
+                         extra={"family": prog.family, "input_shape": list(prog.in_shape),
+                                "output_shape": list(prog.out_shape), "profile": self.profile, **fit})
 
 
 def _nice(b: float) -> int:
