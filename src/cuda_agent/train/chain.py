@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 from ..tasks import Task
 from . import CONFIG_DIR
-from .data import JudgeSpec, agentic_messages, episode_dir, agentic_rows, single_turn_messages, single_turn_rows, write_parquet
+from .data import (JudgeSpec, agentic_messages, agentic_rows, episode_dir, single_turn_messages, single_turn_rows,
+                   write_parquet)
 from .stages import LaunchSpec, command, rollout_env
 
 
@@ -84,9 +85,10 @@ PRESETS = {
 # -- tasks from synth, with scripted right and wrong solutions -----------------------------------
 
 # The seed operators of synth's table that the chain composes, each with the C expression of ``v``
-# that computes it and a wrong one.  Each wrong one differs from the right one on a set of inputs
-# of full measure whatever the steps before it made of ``v`` (so a wrong solution never passes by
-# luck).  Element-wise and without parameters: a solution is one loop over the elements.
+# that computes it and a wrong one.  A wrong one moves a constant to 0.5 (or doubles/halves): it
+# differs from the right one over a range that the outputs of these operators always reach (some
+# values on each side of 0.5), so a wrong solution fails its check rather than passing by luck.
+# Element-wise and without parameters: a solution is one loop over the elements.
 C_OPS = {
     "torch.relu": ("fmaxf(v, 0.0f)", "fmaxf(v, 0.5f)"),
     "F.relu6": ("fminf(fmaxf(v, 0.0f), 6.0f)", "fminf(fmaxf(v, 0.0f), 0.5f)"),
