@@ -10,47 +10,79 @@ the episodes at the fifth session's paths (``/tmp/ca-chain-ep-<rand>/ws``).  The
 turn greedily, 3 times a task, each at a fresh path of the agent loop's form; one JSON line says how many
 first calls were well formed and how many named the task's own kernel file.
 """
-import dataclasses, json, sys, time
-from pathlib import Path
+from __future__ import annotations
 
-import torch
+import contextlib
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from cuda_agent.train.chain import PRESETS, Chain, episode_messages
+import cuda_agent.train.chain as chain_mod  # noqa: E402
+from cuda_agent.train.chain import PRESETS, Chain, episode_messages  # noqa: E402
 
-variants, steps, out = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
-preset = dataclasses.replace(PRESETS["cpu-smoke"], hidden=96, layers=2, heads=2, vocab=3000, n_tasks=2, warm_steps=steps,
-                             warm_lr=2e-3, path_variants=variants)
-torch.manual_seed(0)
-t0 = time.time()
-import cuda_agent.train.chain as chain_mod
-real_dir = chain_mod.episode_dir
-if len(sys.argv) > 4 and sys.argv[4] == "old":  # the fifth session's layout: /tmp/ca-chain-ep-<rand>/ws
-    import tempfile
-    chain_mod.episode_dir = lambda root: ("x", Path(tempfile.mkdtemp(prefix="ca-chain-ep-", dir=root)))
-chain = Chain(out, preset, device="cpu", echo=lambda s: None)
-info = chain.prepare()
-chain_mod.episode_dir = real_dir
-fit_s = time.time() - t0
-from transformers import AutoModelForCausalLM
-from verl.utils import hf_tokenizer
-from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
-tok = hf_tokenizer(str(chain.model0))
-model = AutoModelForCausalLM.from_pretrained(chain.model0).eval()
-builder = create_continuous_token_builder(tok, hf_model_type="qwen2")
-ok, formed, firsts = 0, 0, []
-for st in chain.scripted:
-    for trial in range(3):
-        msgs, tools = episode_messages(st, st.right, "cpu")  # a fresh path, never fitted
-        want_call = msgs[2]["tool_calls"][0]["function"]
-        ids = list(builder.build_initial_tokens(msgs[:2], tools=tools))
-        with torch.no_grad():
-            gen = model.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False)[0][len(ids):]
-        text = tok.decode(gen, skip_special_tokens=True)
-        formed += '{"name": "Write", "arguments": {"file_path": "kernels/' in text
-        ok += ('{"name": "Write", "arguments": {"file_path": "' + json.loads(want_call["arguments"])["file_path"] + '"') in text
-        firsts.append(text[:100])
-print(json.dumps({"layout": sys.argv[4] if len(sys.argv) > 4 else "agent-loop", "variants": variants, "steps": steps, "examples": info["examples"], "loss_last": info["warm_loss_last"],
-                  "fit_s": round(fit_s, 1), "well_formed": f"{formed}/6", "right_file": f"{ok}/6", "samples": firsts[:2]}))
+@contextlib.contextmanager
+def old_layout(on: bool):
+    """The fifth session's episode directories (/tmp/ca-chain-ep-<rand>/ws) for the fit, when ``on``."""
+    real = chain_mod.episode_dir
+    if on:
+        chain_mod.episode_dir = lambda root: ("x", Path(tempfile.mkdtemp(prefix="ca-chain-ep-", dir=root)))
+    try:
+        yield
+    finally:
+        chain_mod.episode_dir = real
+
+
+def first_calls(chain: Chain) -> tuple[int, int, list[str]]:
+    """(well-formed first Write calls, ones naming the task's own kernel file, texts) of greedy first turns,
+    three a task, each at a fresh path of the agent loop's form."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from verl.utils import hf_tokenizer
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    tok = hf_tokenizer(str(chain.model0))
+    model = AutoModelForCausalLM.from_pretrained(chain.model0).eval()
+    builder = create_continuous_token_builder(tok, hf_model_type="qwen2")
+    ok, formed, texts = 0, 0, []
+    for st in chain.scripted:
+        for _ in range(3):
+            msgs, tools = episode_messages(st, st.right, "cpu")  # a fresh path, never fitted
+            path = json.loads(msgs[2]["tool_calls"][0]["function"]["arguments"])["file_path"]
+            ids = list(builder.build_initial_tokens(msgs[:2], tools=tools))
+            with torch.no_grad():
+                gen = model.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False)[0][len(ids):]
+            text = tok.decode(gen, skip_special_tokens=True)
+            formed += '{"name": "Write", "arguments": {"file_path": "kernels/' in text
+            ok += f'{{"name": "Write", "arguments": {{"file_path": "{path}"' in text
+            texts.append(text[:100])
+    return formed, ok, texts
+
+
+def main() -> None:
+    import torch
+
+    variants, steps, out = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    layout = "old" if len(sys.argv) > 4 and sys.argv[4] == "old" else "agent-loop"
+    preset = dataclasses.replace(PRESETS["cpu-smoke"], hidden=96, layers=2, heads=2, vocab=3000, n_tasks=2,
+                                 warm_steps=steps, warm_lr=2e-3, path_variants=variants)
+    torch.manual_seed(0)
+    t0 = time.time()
+    chain = Chain(out, preset, device="cpu", echo=lambda s: None)
+    with old_layout(layout == "old"):
+        info = chain.prepare()
+    fit_s = time.time() - t0
+    formed, ok, texts = first_calls(chain)
+    n = 3 * len(chain.scripted)
+    print(json.dumps({"layout": layout, "variants": variants, "steps": steps, "examples": info["examples"],
+                      "loss_last": info["warm_loss_last"], "fit_s": round(fit_s, 1), "well_formed": f"{formed}/{n}",
+                      "right_file": f"{ok}/{n}", "samples": texts[:2]}))
+
+
+if __name__ == "__main__":
+    main()
