@@ -71,8 +71,9 @@ class Preset:
 
 
 PRESETS = {
-    # 4.6M parameters (vocab ~2550 after BPE training); prompts ~5.5K (single turn) / ~7.1K (agentic) tokens, a scripted
-    # answer ~550, a scripted episode ~1.3K response tokens with its tool outputs.  A PPO step is dominated by Ray/FSDP overheads and the CUDA checks
+    # 4.6M parameters (vocab ~2550 after BPE training); prompts ~5.5K (single turn) / ~7.1K (agentic) tokens,
+    # a scripted answer ~550, a scripted episode ~1.3K response tokens with its tool outputs.  A PPO step is
+    # dominated by Ray/FSDP overheads and the CUDA checks
     "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=3000, warm_lr=1e-3,
                    ppo_steps=3, batch=8, agentic_batch=4, single_response=640, agentic_response=2048, max_turns=8,
                    actor_lr=1e-5, critic_lr=1e-4, path_variants=3),
