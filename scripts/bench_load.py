@@ -168,9 +168,18 @@ def stage_contended(args, cands, out: dict) -> None:
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     sampler = GpuSampler()
     t0 = time.time()
+
+    def one(i: int, cand: tuple) -> tuple[dict, float]:
+        r, took = cli_check(cand[2], {"CUDA_VISIBLE_DEVICES": "0"}, cand[1])
+        # a line per check as it ends: a stage cut by the time limit still shows how far it got
+        row = summarize_result(r, cand[0])
+        print(f"contended {time.time() - t0:6.1f} s #{i} {cand[0]}: {took:.1f} s, correct={row['correct']} "
+              f"stage={row['stage']} phases={row['phases']}", flush=True)
+        return r, took
+
     try:
         with ThreadPoolExecutor(8) as ex:
-            got = list(ex.map(lambda c: cli_check(c[2], {"CUDA_VISIBLE_DEVICES": "0"}, c[1]), cands))
+            got = list(ex.map(one, range(len(cands)), cands))
     finally:
         for h in hogs:
             h.kill()

@@ -311,3 +311,24 @@ def test_the_candidate_is_frozen_while_its_judge_waits_for_the_device(example_ta
     r = out["r"]
     assert r.correct and r.timing is not None, r.error
     assert all(state(p) == "gone" for p in job)  # thawed, then closed with the check
+
+
+def test_going_down_to_shared_does_not_queue_behind_a_waiting_timing(judges, key):
+    """A judge done timing goes down to shared to close its runner: it converts in place, so it
+    is not queued behind another judge's timing that waits (which would make every judge of a
+    busy device end as late as the last), and that timing still waits until it lets go."""
+    with DeviceLock("cpu", key=key) as mine:
+        mine.hold(EXCLUSIVE)
+        x = judges(EXCLUSIVE, key)
+        waiting(x.proc.pid, key)  # x holds the gate now and waits for the device
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (mine.hold(SHARED), done.set()), daemon=True)
+        t.start()
+        assert done.wait(60), "going down to shared waited behind the exclusive waiter"
+        assert mine.mode == SHARED and not x.has_it()
+        waiting(x.proc.pid, key)  # still blocked: by our shared hold now
+        mine.release()
+        ex_end, sh = mine.holds[0][2], mine.holds[1]
+        assert sh[0] == SHARED and sh[1] >= ex_end
+        assert x.held() >= sh[2]
+        x.let_go()

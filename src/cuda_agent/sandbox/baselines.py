@@ -8,7 +8,15 @@ measurements agree (``AGREE``) with a small spread (``MAX_SPREAD``) and only suc
 is cached; it carries the ``conditions`` it was taken under (how busy the CPU and the GPU
 were, by a probe); a check passes its candidate's conditions, and a cached baseline taken
 under other conditions is measured again right then (back to back with the candidate), and
-replaces the cached one only when it was taken on a quieter machine."""
+replaces the cached one only when it was taken on a quieter machine.
+
+Such a measurement is also kept for a while as a *recent* one: on a busy machine every judge finds
+the quiet baseline not comparable, and each measuring its own (torch.compile included) one after
+another under the device lock made 8 concurrent checks take minutes.  A judge may take a recent
+baseline instead of measuring, but only one measured after its own candidate was timed and under
+conditions comparable to that timing's: exactly what it would have measured itself, a moment
+later.  One measured before the candidate ran is never reused this way, so a candidate that makes
+the machine look busy while it is probed gains nothing from baselines of an earlier busy minute."""
 
 from __future__ import annotations
 
@@ -44,6 +52,7 @@ def device_name(device: str) -> str:
 def _db() -> sqlite3.Connection:
     con = sqlite3.connect(cache_root() / "baselines.sqlite", timeout=60)
     con.execute("CREATE TABLE IF NOT EXISTS baseline (key TEXT PRIMARY KEY, value TEXT, created REAL)")
+    con.execute("CREATE TABLE IF NOT EXISTS recent (key TEXT, started REAL, value TEXT)")
     return con
 
 
@@ -71,6 +80,8 @@ COMPARABLE = 1.35
 AGREE = 0.15
 MAX_SPREAD = 0.3
 ATTEMPTS = 4
+RECENT_S = 900.0
+"""How long a baseline measured beside a candidate stays on offer to other judges (module doc)."""
 
 
 def conditions(device: str) -> dict[str, float]:
@@ -160,6 +171,7 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
         if not rep["ok"]:
             return {"error": f"reference failed to load: {rep['error']}"}
         seeds = [secrets.randbits(31) for _ in range(n_sets)]
+        out["started"] = time.time()
         cond = conditions(device)
         out["stable"] = True
         for kind in (("eager", False), ("compile", True))[: 2 if compile else 1]:
@@ -197,14 +209,24 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
     return out
 
 
+def _recent(con: sqlite3.Connection, key: str, under: dict, since: float) -> dict | None:
+    """A baseline measured (started) after ``since`` under conditions comparable to ``under``,
+    the quietest such; None if there is none."""
+    rows = con.execute("SELECT value FROM recent WHERE key=? AND started>=?", (key, since)).fetchall()
+    vals = [v for v in (json.loads(r[0]) for r in rows) if plausible(v) and comparable(v.get("conditions"), under)]
+    return min(vals, key=lambda v: _load_score(v.get("conditions")), default=None)
+
+
 def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = True,
         timeout: float = 600.0, refresh: bool = False, under: dict | None = None,
-        quiet: Callable[[], object] | None = None) -> dict:
+        quiet: Callable[[], object] | None = None, since: float | None = None) -> dict:
     """Baselines for a candidate timed under the conditions ``under`` (None: any): the cached
     ones when they were taken under comparable conditions, else measured now, after calling
-    ``quiet`` (a check takes its device exclusively there: a cache hit leaves it shared).  Only
-    stable, plausible measurements are cached, and one replaces a cached one only when taken on a
-    quieter machine.  ``remeasured`` says that a cached baseline was not comparable."""
+    ``quiet`` (a check takes its device exclusively there: a cache hit leaves it shared), unless
+    another judge measured comparable ones after ``since`` (when this candidate's timing ended;
+    module doc).  Only stable, plausible measurements are cached, and one replaces a cached one
+    only when taken on a quieter machine.  ``remeasured`` says that a cached baseline was not
+    comparable."""
     key = _key(task, device, recipe, n_sets, compile)
     con = _db()
     try:
@@ -216,17 +238,29 @@ def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = Tr
                 cached = None
         if cached is not None and not refresh and (under is None or comparable(cached.get("conditions"), under)):
             return {**cached, "cached": True}
-        if quiet is not None:
-            quiet()
+        extra = {"remeasured": cached is not None,
+                 "cached_conditions": cached.get("conditions") if cached is not None else None}
+        share = not refresh and under is not None and since is not None
+        # judges of a busy device: the first one's measurement serves the rest, before they wait for
+        # the device (one is there already) or after (it was measured while they waited)
+        for wait in (False, True):
+            if wait and quiet is not None:
+                quiet()
+            shared = _recent(con, key, under, since) if share else None
+            if shared is not None:
+                return {**shared, "cached": False, "shared": True, **extra}
         val = measure(task, device, recipe, n_sets, compile, timeout)
         if "error" not in val and not plausible(val):
             val["error"] = ("implausible baseline times " + ", ".join(f"{k}={v!r}" for k, v in val.items()
                                                                      if k.endswith("_ms")))
+        if "error" not in val:
+            con.execute("DELETE FROM recent WHERE started<?", (time.time() - RECENT_S,))
+            con.execute("INSERT INTO recent VALUES (?,?,?)", (key, val.get("started", time.time()), json.dumps(val)))
+            con.commit()
         if "error" not in val and val.get("stable") and (
                 cached is None or refresh or _load_score(val.get("conditions")) < _load_score(cached.get("conditions"))):
             con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)", (key, json.dumps(val), time.time()))
             con.commit()
-        return {**val, "cached": False, "remeasured": cached is not None,
-                "cached_conditions": cached.get("conditions") if cached is not None else None}
+        return {**val, "cached": False, **extra}
     finally:
         con.close()

@@ -357,6 +357,8 @@ class _Check:
         self.errors = _Errors()
         self.last_round = "main"
         self.device: DeviceLock | None = None
+        self.under: dict | None = None  # how busy the machine was around the candidate's timing
+        self.timed_at: float | None = None  # when that timing ended
 
     def run(self) -> None:
         o = self.o
@@ -753,7 +755,7 @@ class _Check:
         self.exclusive()  # no other judge on the device while it is timed
         self.n_rot = rotation_sets(self.set_bytes, o.device)
         tseeds = [secrets.randbits(31) for _ in range(self.n_rot)]
-        self.under = baselines.conditions(o.device)  # how busy the machine is around the candidate's timing
+        self.under = self._conditions()  # how busy the machine is around the candidate's timing
         self.gpu_name = torch.cuda.get_device_name(torch.cuda.current_device()) if o.device == "cuda" else ""
         self.bound = roofline.input_bound_ms(self.set_bytes, self.gpu_name) if o.device == "cuda" else None
         rules_seen: dict = {}
@@ -768,7 +770,8 @@ class _Check:
             res.warnings.append(f"timing attempt {attempt + 1}: suspected {', '.join(v.rule for v in sus)}; "
                                 f"measured again" if attempt < o.confirm_timing else
                                 f"timing: {', '.join(v.rule for v in sus)} held in all {attempt + 1} measurements")
-        self.under = baselines.worse(self.under, baselines.conditions(o.device))
+        self.under = baselines.worse(self.under, self._conditions())
+        self.timed_at = time.time()  # baselines measured after this are as good as ours (baselines.py)
         res.violations += list(rules_seen.values()) + sus
         res.timing = Timing(rep["median_ms"], rep["spread"], rep["n"], rep["method"], rep["calls_per_sample"],
                             rep["min_ms"], wall_ms=rep.get("wall_ms"))
@@ -781,6 +784,13 @@ class _Check:
         if res.violations:
             res.correct = False
             raise RulesBroken()
+
+    def _conditions(self) -> dict:
+        """How busy the machine is, with the candidate's job frozen: the probe is of the load
+        beside the candidate (the baselines are measured once its job is gone), and the candidate
+        must not be able to make the machine look busier or quieter than it is."""
+        with self.frozen():
+            return baselines.conditions(self.o.device)
 
     def _measure(self, tseeds: list[int], spot_seeds: list[int]) -> dict:
         """One timing of the candidate (its report)."""
@@ -870,14 +880,15 @@ class _Check:
         """Eager and torch.compile, same recipe (cached per task, device and torch version)."""
         o, res = self.o, self.res
         base = baselines.get(self.task, o.device, o.recipe, self.n_rot, compile=o.compile_baseline,
-                             timeout=o.time_timeout, under=self.under, quiet=self.exclusive)
+                             timeout=o.time_timeout, under=self.under, quiet=self.exclusive, since=self.timed_at)
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
         if base.get("error"):
             res.error = f"baseline: {base['error']}"
         elif base.get("remeasured"):  # say why the baselines differ from the last check's
-            res.warnings.append(f"baselines measured again beside this candidate: the cached ones were taken under "
-                                f"other load (then {base.get('cached_conditions')}, now {self.under})")
+            by = " (by another check that waited for the device with it)" if base.get("shared") else ""
+            res.warnings.append(f"baselines measured again after this candidate's timing{by}: the cached ones were "
+                                f"taken under other load (then {base.get('cached_conditions')}, now {self.under})")
         if res.t_gen_ms and res.t_eager_ms:
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:

@@ -20,8 +20,13 @@ opened close-on-exec, so no runner the judge starts inherits it.
 flock has no queue: a steady stream of short shared holders could keep an exclusive waiter out
 forever.  Every taker therefore passes a gate (a second lock file) held exclusively while it
 waits, so that once a timing waits for the device no new shared holder gets in before it.  Going
-from one mode to the other lets the lock go first (flock's conversion is not atomic anyway, and a
+up from shared to exclusive lets the lock go first (flock's conversion is not atomic anyway, and a
 holder that waited for the gate while holding the device could deadlock with the gate's holder).
+Going down from exclusive to shared converts in place, without the gate: the judge is not a new
+holder but one finishing its job (closing its runner), and making it queue behind every timing
+that waits made all the judges of a busy device end together, each as late as the last.  (Should
+another judge slip in while the kernel converts, this one just waits for it: no deadlock, as it
+holds nothing then.)
 """
 
 from __future__ import annotations
@@ -99,12 +104,16 @@ class DeviceLock:
             return 0.0
         assert self._fd is not None and self._gate is not None, "DeviceLock used outside its with-block"
         t0 = time.perf_counter()
-        self.release()
-        fcntl.flock(self._gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(self._fd, _FLOCK[mode])
-        finally:
-            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        if self.mode == EXCLUSIVE and mode == SHARED:
+            self._end_hold()
+            fcntl.flock(self._fd, fcntl.LOCK_SH)  # converts: no unlock that would wake a waiter first
+        else:
+            self.release()
+            fcntl.flock(self._gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self._fd, _FLOCK[mode])
+            finally:
+                fcntl.flock(self._gate, fcntl.LOCK_UN)
         self.mode = mode
         self.holds.append((mode, time.time(), None))
         return time.perf_counter() - t0
@@ -112,9 +121,12 @@ class DeviceLock:
     def release(self) -> None:
         if self.mode is None or self._fd is None:
             return
+        self._end_hold()
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _end_hold(self) -> None:
         mode, start, _ = self.holds[-1]
         # the end is read before the lock goes and the start after it is taken, so the recorded
         # holds of two judges overlap only if the holds did (the pool's audit relies on it)
         self.holds[-1] = (mode, start, time.time())
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
         self.mode = None
