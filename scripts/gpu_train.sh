@@ -17,7 +17,8 @@
 #          directory is .train-run/chain in the checkout (git-ignored: checkpoints are too big to
 #          come back, and a warm machine keeps it), so the same command again continues a chain
 #          cut by CHAIN_LIMIT (s, default 440) from the first stage without output. CHAIN_STAGES
-#          (default 1,2,3,4) splits a chain over calls that each end after a whole stage.
+#          (default 1,2,3,4) splits a chain over calls that each end after a whole stage; CHAIN_PRESET
+#          (default tiny) picks another preset, in .train-run/chain-<preset>.
 set -u
 OUT=${1:-/tmp/train-out}; MODE=${2:-tests}; mkdir -p "$OUT"
 # a warm machine keeps /tmp/site from the previous call: install once
@@ -39,11 +40,12 @@ if [ "$MODE" = chain ]; then
     done
   fi
   T0=$(date +%s)
-  timeout -k 10 "$(( ${CHAIN_LIMIT:-440} + 30 ))" python3 -m cuda_agent.cli train chain --preset tiny --out .train-run/chain \
+  RUN=.train-run/chain${CHAIN_PRESET:+-$CHAIN_PRESET}  # CHAIN_PRESET=small: the 0.6B model (docs/training.md)
+  timeout -k 10 "$(( ${CHAIN_LIMIT:-440} + 30 ))" python3 -m cuda_agent.cli train chain --preset "${CHAIN_PRESET:-tiny}" --out "$RUN" \
     --device cuda --rollout hf --time-limit "${CHAIN_LIMIT:-440}" --stages "${CHAIN_STAGES:-1,2,3,4}" --copy-to "$OUT/chain" 2>&1 | tee "$OUT/chain.log" | grep -E "^(==|warm|summary)"
   echo "chain: exit ${PIPESTATUS[0]} after $(( $(date +%s) - T0 )) s" | tee -a "$OUT/chain.log"
   # after a timeout the copy in the chain's `finally` may not have run: copy what is there
-  python3 -c "from pathlib import Path; from cuda_agent.train.chain import copy_plots; copy_plots(Path('.train-run/chain'), Path('$OUT/chain'))"
+  python3 -c "from pathlib import Path; from cuda_agent.train.chain import copy_plots; copy_plots(Path('$RUN'), Path('$OUT/chain'))"
   # only a few files come back from the device: the whole copy as one archive
   tar czf "$OUT/chain.tgz" -C "$OUT" chain && rm -rf "$OUT/chain"
   exit 0

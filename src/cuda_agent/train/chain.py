@@ -77,6 +77,12 @@ PRESETS = {
     "tiny": Preset("tiny", hidden=256, layers=4, heads=4, vocab=3000, n_tasks=4, warm_steps=3000, warm_lr=1e-3,
                    ppo_steps=3, batch=8, agentic_batch=4, single_response=640, agentic_response=2048, max_turns=8,
                    actor_lr=1e-5, critic_lr=1e-4, path_variants=3),
+    # the tiny chain's tasks and data on a 0.6B model (hidden 1280, 24 layers: ~590M parameters, the
+    # size of the smallest models people fine-tune for this), to measure what a step costs at that
+    # size on one GPU; its short warm start need not make the rewards vary
+    "small": Preset("small", hidden=1280, layers=24, heads=16, vocab=3000, n_tasks=4, warm_steps=300, warm_lr=3e-4,
+                    ppo_steps=3, batch=8, agentic_batch=4, single_response=640, agentic_response=2048, max_turns=8,
+                    actor_lr=1e-6, critic_lr=1e-5, path_variants=3),
     # a CPU smoke run of the pieces that run without verl's trainers (tests)
     "cpu-smoke": Preset("cpu-smoke", hidden=32, layers=1, heads=2, vocab=800, n_tasks=1, warm_steps=3,
                         warm_lr=1e-3, ppo_steps=1, batch=2, agentic_batch=2, single_response=256, agentic_response=1024,

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from ..cliopts import JSON, REWARD, RULES, OneLineGroup, device_option
+from .chain import PRESETS
 
 
 def _rows(dataset: Path):
@@ -175,7 +176,7 @@ def _interrupt(signum, frame) -> None:
 
 
 @train_group.command("chain")
-@click.option("--preset", type=click.Choice(["tiny", "cpu-smoke"]), default="tiny", show_default=True,
+@click.option("--preset", type=click.Choice(list(PRESETS)), default="tiny", show_default=True,
               help="model and run sizes (train/chain.py PRESETS).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="run directory.")
 @device_option(local=False, default="cuda", help="device of the evaluator and the trainer.")
@@ -192,7 +193,7 @@ def _interrupt(signum, frame) -> None:
 def chain_command(preset, out_dir, device, rollout, stages, stage_timeout, time_limit, copy_to):
     """Warm start a tiny model on scripted right and wrong solutions, then run stages 1-4 on
     verl on one GPU (docs/training.md); summary.json and plots/ in the run directory."""
-    from .chain import PRESETS, Chain, copy_plots
+    from .chain import Chain, copy_plots
 
     try:
         picked = tuple(int(s) for s in stages.split(",") if s.strip())
