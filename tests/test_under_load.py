@@ -62,6 +62,8 @@ def test_an_endless_loop_costs_the_tasks_time_not_the_cap(example_task, tmp_path
     assert not r.correct and r.verdict.stage == "timeout" and 18 in r.exploit_classes, r.error
     assert "killed as a hang" in r.error and "the reference takes" in r.error, r.error
     assert took < 30 * load, (took, load)
+    # the seconds it hung are booked to the round that hung, not to closing the job
+    assert r.phases["verify"] > r.phases.get("close", 0.0) and r.phases["verify"] >= 5, r.phases
     ok = check(example_task, solution(tmp_path, HONEST, "honest"), opts())
     assert ok.correct, ok.error
 

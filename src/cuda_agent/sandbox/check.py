@@ -445,6 +445,11 @@ class _Check:
             finally:
                 self._wait_for(mode)
 
+    # the phase each stage books its time to when it ends the check before its own lap (a hang's
+    # seconds belong to the round that hung, not to closing the job)
+    PHASE_OF = {"compile": "build", "reference_outputs": "reference", "load": "start", "main_round": "verify",
+                "extra_round": "extra", "time_candidate": "timing"}
+
     def _stages(self, *stages: Callable[[], None]) -> bool:
         """Run ``stages`` in order; False when one ended the check (what it raised is written
         into the result here: the one place)."""
@@ -452,6 +457,8 @@ class _Check:
             for stage in stages:
                 stage()
         except Stop as stop:
+            if stage.__name__ in self.PHASE_OF:
+                self.lap(self.PHASE_OF[stage.__name__])
             stop.record(self.res)
             return False
         return True
