@@ -20,6 +20,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_load import cli_check  # noqa: E402
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cpu_scaled_swish"
 
 
@@ -35,13 +39,8 @@ def main() -> None:
 
     def one(i: int) -> None:
         t = time.time()
-        p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "check", str(EXAMPLE / "task.py"),
-                            str(EXAMPLE / "solution"), "--device", "cpu", "--json"], capture_output=True, text=True)
-        try:
-            d = json.loads(p.stdout.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
-            d = {"error": f"cli exit {p.returncode}: {p.stderr[-300:]}"}
-        row = {"i": i, "start_s": round(t - t0, 1), "took_s": round(time.time() - t, 1), "correct": d.get("correct"),
+        d, took = cli_check(EXAMPLE / "solution", task=EXAMPLE / "task.py", device="cpu")
+        row = {"i": i, "start_s": round(t - t0, 1), "took_s": round(took, 1), "correct": d.get("correct"),
                "remeasured": any("baselines measured again" in w for w in d.get("warnings") or []),
                "shared": any("by another check" in w for w in d.get("warnings") or []),
                "phases": d.get("phases"), "error": (d.get("error") or "")[:200] or None}

@@ -34,7 +34,7 @@ def main() -> None:
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from cuda_agent.train.chain import PRESETS
+    from cuda_agent.train.presets import PRESETS
     from cuda_agent.train.hf_rollout import HFServer
 
     p = PRESETS["tiny"]

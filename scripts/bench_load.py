@@ -79,9 +79,10 @@ def verdict(row: dict) -> tuple:
     return (row.get("compiled"), row.get("correct"), row.get("stage"), tuple(row.get("rules") or ()))
 
 
-def cli_check(sol: Path, extra_env: dict | None = None, task: str | Path = TASK) -> tuple[dict, float]:
+def cli_check(sol: Path, extra_env: dict | None = None, task: str | Path = TASK,
+              device: str = "cuda") -> tuple[dict, float]:
     t = time.time()
-    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "check", str(task), str(sol), "--device", "cuda",
+    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "check", str(task), str(sol), "--device", device,
                         "--json"], capture_output=True, text=True, env={**os.environ, **(extra_env or {})})
     took = time.time() - t
     try:

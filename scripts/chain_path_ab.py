@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import cuda_agent.train.chain as chain_mod  # noqa: E402
-from cuda_agent.train.chain import PRESETS, Chain, episode_messages  # noqa: E402
+from cuda_agent.train.chain import Chain, episode_messages  # noqa: E402
+from cuda_agent.train.presets import PRESETS  # noqa: E402
 
 
 @contextlib.contextmanager

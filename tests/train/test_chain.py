@@ -10,9 +10,10 @@ import json
 import pytest
 
 from cuda_agent.agent.llm.text_format import parse_reply
-from cuda_agent.train.chain import (PRESETS, Chain, answer_text, encode_example, episode_messages, plot_stage,
+from cuda_agent.train.chain import (Chain, answer_text, encode_example, episode_messages, plot_stage,
                                     read_metrics, rft_rows_from_samples, scripted_tasks, solution)
 from cuda_agent.train.data import single_turn_messages
+from cuda_agent.train.presets import PRESETS
 from cuda_agent.train.reward_fn import compute_score
 
 

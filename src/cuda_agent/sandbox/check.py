@@ -445,11 +445,6 @@ class _Check:
             finally:
                 self._wait_for(mode)
 
-    # the phase each stage books its time to when it ends the check before its own lap (a hang's
-    # seconds belong to the round that hung, not to closing the job)
-    PHASE_OF = {"compile": "build", "reference_outputs": "reference", "load": "start", "main_round": "verify",
-                "extra_round": "extra", "time_candidate": "timing"}
-
     def _stages(self, *stages: Callable[[], None]) -> bool:
         """Run ``stages`` in order; False when one ended the check (what it raised is written
         into the result here: the one place)."""
@@ -457,8 +452,9 @@ class _Check:
             for stage in stages:
                 stage()
         except Stop as stop:
-            if stage.__name__ in self.PHASE_OF:
-                self.lap(self.PHASE_OF[stage.__name__])
+            phase = self.PHASE_OF.get(getattr(stage, "__func__", None))
+            if phase is not None:
+                self.lap(phase)
             stop.record(self.res)
             return False
         return True
@@ -901,6 +897,11 @@ class _Check:
         if res.t_gen_ms and res.t_compile_ms:
             res.speedup_compile = res.t_compile_ms / res.t_gen_ms
         self.lap("baselines")
+
+    # the phase each stage books its time to when it ends the check before its own lap (a hang's
+    # seconds belong to the round that hung, not to closing the job)
+    PHASE_OF = {compile: "build", reference_outputs: "reference", load: "start", main_round: "verify",
+                extra_round: "extra", time_candidate: "timing"}
 
 
 UNCOUNTED_LANGUAGES = ("tilelang", "cutlass", "numba")

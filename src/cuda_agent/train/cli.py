@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from ..cliopts import JSON, REWARD, RULES, OneLineGroup, device_option
-from .chain import PRESETS
+from .presets import PRESETS
 
 
 def _rows(dataset: Path):
@@ -177,7 +177,7 @@ def _interrupt(signum, frame) -> None:
 
 @train_group.command("chain")
 @click.option("--preset", type=click.Choice(list(PRESETS)), default="tiny", show_default=True,
-              help="model and run sizes (train/chain.py PRESETS).")
+              help="model and run sizes (train/presets.py).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="run directory.")
 @device_option(local=False, default="cuda", help="device of the evaluator and the trainer.")
 @click.option("--rollout", type=click.Choice(["hf", "vllm", "sglang"]), default="hf", show_default=True,
