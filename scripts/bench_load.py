@@ -175,7 +175,7 @@ def stage_contended(args, cands, out: dict) -> None:
         # a line per check as it ends: a stage cut by the time limit still shows how far it got
         row = summarize_result(r, cand[0])
         print(f"contended {time.time() - t0:6.1f} s #{i} {cand[0]}: {took:.1f} s, correct={row['correct']} "
-              f"stage={row['stage']} phases={row['phases']}", flush=True)
+              f"stage={row['stage']} rules={row['rules']} phases={row['phases']}", flush=True)
         return r, took
 
     try:

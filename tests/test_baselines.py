@@ -43,14 +43,46 @@ def test_the_key_changes_with_the_measuring_code(example_task, monkeypatch):
 
 def test_the_compile_baseline_uses_compiler_caches_of_its_own(example_task, tmp_path, monkeypatch):
     """/tmp/torchinductor_* and ~/.triton are writable by earlier candidates: the baseline's
-    torch.compile must neither read nor fill the shared compiler cache."""
+    torch.compile must neither read nor fill the shared compiler cache.  Its own caches are kept
+    (by the judge, under the cache root) and seed the task's next measurement, which then
+    compiles nothing again."""
     shared = tmp_path / "shared-inductor-cache"
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(shared))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "shared-triton-cache"))
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))  # no kept copy yet
     got = baselines.measure(example_task, "cpu", QUICK, 2, compile=True)
     assert "error" not in got, got
     assert 0 < got["compile_ms"] < 1e4 and 0 < got["eager_ms"] < 1e4
     assert not shared.exists() or not any(shared.rglob("*")), sorted(map(str, shared.rglob("*")))[:5]
+    assert got["compilers"] == "compiled"
+    kept = baselines._compilers_store(example_task, "cpu")
+    assert any((kept / "inductor" / "fxgraph").rglob("*")), sorted(map(str, kept.rglob("*")))[:5]
+    again = baselines.measure(example_task, "cpu", QUICK, 2, compile=True)
+    assert "error" not in again, again
+    assert again["compilers"] == "reused" and 0 < again["compile_ms"] < 1e4
+    assert not shared.exists() or not any(shared.rglob("*"))
+
+
+def test_kept_compiler_caches_leave_autotuning_out_and_are_written_once(example_task, tmp_path, monkeypatch):
+    """An autotuning choice made on a busy machine would slow every later compile baseline: it
+    is not kept.  The first complete copy stays; a second judge's copy is dropped."""
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+    job = tmp_path / "job"
+    (job / "triton" / "ab").mkdir(parents=True)
+    (job / "triton" / "ab" / "k.py").write_text("first")
+    (job / "triton" / "ab" / "k.best_config").write_text('{"num_warps": 1}')
+    assert baselines.compilers_in(example_task, "cpu", tmp_path / "seed0") is False
+    baselines.compilers_out(example_task, "cpu", job)
+    kept = baselines._compilers_store(example_task, "cpu")
+    assert (kept / "triton" / "ab" / "k.py").read_text() == "first"
+    assert not list(kept.rglob("*.best_config"))
+    (job / "triton" / "ab" / "k.py").write_text("second")
+    baselines.compilers_out(example_task, "cpu", job)
+    assert (kept / "triton" / "ab" / "k.py").read_text() == "first"
+    assert not [p for p in kept.parent.iterdir() if p != kept]  # no half-written copy left
+    seed = tmp_path / "seed1"
+    assert baselines.compilers_in(example_task, "cpu", seed) is True
+    assert (seed / "triton" / "ab" / "k.py").read_text() == "first"
 
 
 def test_a_cached_baseline_serves_comparable_conditions_only(example_task):
