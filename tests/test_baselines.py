@@ -71,11 +71,13 @@ def test_kept_compiler_caches_leave_autotuning_out_and_are_written_once(example_
     (job / "triton" / "ab").mkdir(parents=True)
     (job / "triton" / "ab" / "k.py").write_text("first")
     (job / "triton" / "ab" / "k.best_config").write_text('{"num_warps": 1}')
+    (job / "nv").mkdir()
+    (job / "nv" / "jit.bin").write_text("driver JIT cache")
     assert baselines.compilers_in(example_task, "cpu", tmp_path / "seed0") is False
     baselines.compilers_out(example_task, "cpu", job)
     kept = baselines._compilers_store(example_task, "cpu")
     assert (kept / "triton" / "ab" / "k.py").read_text() == "first"
-    assert not list(kept.rglob("*.best_config"))
+    assert not list(kept.rglob("*.best_config")) and not (kept / "nv").exists()
     (job / "triton" / "ab" / "k.py").write_text("second")
     baselines.compilers_out(example_task, "cpu", job)
     assert (kept / "triton" / "ab" / "k.py").read_text() == "first"

@@ -251,13 +251,17 @@ def compilers_in(task: Task, device: str, dest: Path) -> bool:
 
 def compilers_out(task: Task, device: str, src: Path) -> None:
     """Keep a measured job's compiler caches for the next measurement of the task, once: the
-    first complete copy stays (a second judge's rename finds it there and is dropped)."""
+    first complete copy stays (a second judge's rename finds it there and is dropped).  Inductor's
+    and Triton's only: the driver's JIT cache (``nv``) is not task-sized."""
     store = _compilers_store(task, device)
     if store.is_dir() or not src.is_dir():
         return
     tmp = store.parent / f".{store.name}.{os.getpid()}.{time.time_ns()}"
     try:
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.best_config"))
+        tmp.mkdir(parents=True)
+        for sub in ("inductor", "triton"):
+            if (src / sub).is_dir():
+                shutil.copytree(src / sub, tmp / sub, ignore=shutil.ignore_patterns("*.best_config"))
         os.rename(tmp, store)
     except OSError:
         pass
