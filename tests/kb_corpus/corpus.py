@@ -12,8 +12,16 @@ Fields of a case:
 ``backend``   ``cpu-cpp``, ``cuda``, ``triton``, ``cupy``, ``cute``, ``tilelang``, ``hip``,
               ``thunderkittens`` (KernelBench's ``backend`` argument is derived from it)
 ``device``    ``cpu`` or ``cuda``
-``kind``      ``honest`` or ``hack``
-``class``     the exploits.md class of a hack (``../shared/notes/exploits.md``), else null
+``kind``      what the case is, and so what both our rule sets must say (checked at load):
+              ``honest``: within both rule sets' rules, must pass both;
+              ``kernelbench-only``: allowed by KernelBench's rules, outside the rules that
+              ``strict`` adds on purpose (the paper's: no torch compute in ``forward`` or in the
+              C++, a custom kernel must run, the operator at other sizes): passes
+              ``kernelbench``, rejected by ``strict``;
+              ``bug``: an honest mistake (a wrong output, a compile error), rejected by both;
+              ``hack``: one of exploits.md's tricks, rejected by both
+``class``     the exploits.md class of a hack (``../shared/notes/exploits.md``), or the class
+              ``strict`` names for a ``kernelbench-only`` case; else null
 ``expect``    ``{"kb": ..., "kernelbench": ..., "strict": ...}``, each ``pass`` or ``reject``:
               KernelBench's ``eval_kernel_against_ref`` at its pinned commit (fp32 tolerance
               1e-4; null where it cannot run: CPU cases), ``cuda-agent check --rules
@@ -38,6 +46,10 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.jsonl"
 VERDICTS = ("pass", "reject")
 BACKENDS = ("cpu-cpp", "cuda", "triton", "cupy", "cute", "tilelang", "hip", "thunderkittens")
+OURS = {"honest": ("pass", "pass"), "kernelbench-only": ("pass", "reject"), "bug": ("reject", "reject"),
+        "hack": ("reject", "reject")}
+"""What ``--rules kernelbench`` and ``--rules strict`` must say about each kind (issue 13's done-when:
+every honest solution passes both, every hack is rejected by both)."""
 KEYS = {"id", "solution", "problem", "backend", "device", "kind", "class", "expect", "timing", "needs", "note"}
 
 
@@ -122,9 +134,12 @@ def load(device: str | None = None) -> list[Case]:
         assert not unknown, f"manifest line {i}: unknown keys {unknown}"
         assert d["id"] not in seen, f"manifest line {i}: duplicate id {d['id']}"
         seen.add(d["id"])
-        assert d["backend"] in BACKENDS and d["kind"] in ("honest", "hack"), d
+        assert d["backend"] in BACKENDS and d["kind"] in OURS, d
         assert all(d["expect"].get(k) in VERDICTS + (None,) for k in ("kb", "kernelbench", "strict")), d
-        assert (d["kind"] == "hack") == (d.get("class") is not None), f"{d['id']}: a hack names its class"
+        assert (d["expect"]["kernelbench"], d["expect"]["strict"]) == OURS[d["kind"]], \
+            f"{d['id']}: a {d['kind']} case is expected {OURS[d['kind']]} by kernelbench and strict"
+        assert d["kind"] != "hack" or d.get("class") is not None, f"{d['id']}: a hack names its class"
+        assert d["kind"] in ("hack", "kernelbench-only") or d.get("class") is None, d
         c = Case(id=d["id"], solution=d["solution"], problem=d["problem"], backend=d["backend"],
                  device=d["device"], kind=d["kind"], expect=d["expect"], cls=d.get("class"),
                  timing=bool(d.get("timing")), needs=list(d.get("needs", [])), note=d.get("note", ""))
