@@ -20,7 +20,9 @@ compiles.  Stages:
   judge      the spinning kernel again, its `cuda-agent check` SIGKILLed mid-job: processes of
              the job and GPU compute apps left 5 s later (must be none)
 
-Raw numbers go to OUT/load.json (and OUT/load.md); each stage appends as it finishes.
+Raw numbers go to OUT/load.json (and OUT/load.md); each stage appends as it finishes.  The
+contended stage of a batch of 50 takes minutes: ``--contended-limit`` ends it inside a call's time
+limit with what it has, and ``--alone-from`` compares it with an earlier call's ``alone`` stage.
 """
 
 from __future__ import annotations
@@ -157,9 +159,10 @@ def stage_alone(args, cands, out: dict, name: str = "alone", per_gpu: int = 1) -
 
 def against_alone(out: dict, rows: list[dict]) -> dict:
     """How many candidates could be compared with this run's one-slot `alone` stage (none when it did not
-    run: then "0 changes" would say nothing), and those whose verdict differs (one that got none now counts)."""
+    run: then "0 changes" would say nothing), and those whose verdict differs (one that got none now counts;
+    one the stage did not start before its limit is not compared)."""
     alone = (out.get("alone") or {}).get("results") or []
-    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(alone, rows)) if not a.get("missing")]
+    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(alone, rows)) if not a.get("missing") and not b.get("not_run")]
     return {"compared": len(pairs),
             "verdict_changes": [{"i": i, "kind": a["kind"], "alone": verdict(a), "now": verdict(b)}
                                 for i, a, b in pairs if verdict(a) != verdict(b)]}
@@ -170,7 +173,9 @@ def stage_contended(args, cands, out: dict) -> None:
     sampler = GpuSampler()
     t0 = time.time()
 
-    def one(i: int, cand: tuple) -> tuple[dict, float]:
+    def one(i: int, cand: tuple) -> tuple[dict, float] | None:
+        if args.contended_limit and time.time() - t0 > args.contended_limit:
+            return None  # past the stage's limit: not started, so the stage still ends and reports
         r, took = cli_check(cand[2], {"CUDA_VISIBLE_DEVICES": "0"}, cand[1])
         # a line per check as it ends: a stage cut by the time limit still shows how far it got
         row = summarize_result(r, cand[0])
@@ -187,9 +192,12 @@ def stage_contended(args, cands, out: dict) -> None:
         for h in hogs:
             h.wait()
     took = time.time() - t0
-    rows = [summarize_result(r, k) | {"wall_s": round(s, 1)} for (r, s), (k, _, _) in zip(got, cands)]
-    out["contended"] = {"n": len(rows), "in_flight": 8, "cpu_hogs": len(hogs), "seconds": round(took, 1),
-                        "gpu_util": sampler.stop(), **against_alone(out, rows), "results": rows}
+    rows = [summarize_result(g[0], k) | {"wall_s": round(g[1], 1)} if g is not None else {"kind": k, "not_run": True}
+            for g, (k, _, _) in zip(got, cands)]
+    ran = [(i, r) for i, r in enumerate(rows) if not r.get("not_run")]
+    out["contended"] = {"n": len(ran), "not_run": len(rows) - len(ran), "in_flight": 8, "cpu_hogs": len(hogs),
+                        "seconds": round(took, 1), "gpu_util": sampler.stop(),
+                        **against_alone(out, rows), "results": rows}
 
 
 def stage_hang(args, hang: Path, out: dict) -> None:
@@ -247,8 +255,9 @@ def report(out: dict, dest: Path) -> None:
                   f"{'ok' if sl['audit_ok'] else 'FAILED'}, **{len(sl['verdict_changes'])} verdict changes** of "
                   f"{sl['compared']} compared with alone; mean s/phase {sl['phase_mean_s']}"]
     if c:
-        lines += [f"- contended (8 in flight + {c['cpu_hogs']} CPU hogs): {c['n']} checks in {c['seconds']} s, "
-                  f"**{len(c['verdict_changes'])} verdict changes** of {c['compared']}"]
+        lines += [f"- contended (8 in flight + {c['cpu_hogs']} CPU hogs): {c['n']} checks in {c['seconds']} s"
+                  + (f" ({c['not_run']} not started before the stage's limit)" if c.get("not_run") else "")
+                  + f", **{len(c['verdict_changes'])} verdict changes** of {c['compared']}"]
     if h:
         lines += [f"- hang: verdict `{h['verdict'].get('stage')}` after **{h['seconds_to_verdict']} s**; next job "
                   f"correct={h['next_job']['correct']} ({h['next_job']['seconds']} s); GPU apps after: {h['gpu_after']}"]
@@ -268,6 +277,12 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/bench-load")
     ap.add_argument("--limit", type=float, default=300.0, help="seconds the alone (and the slots) stage may take")
     ap.add_argument("--slots-per-gpu", type=int, default=3, help="slots on GPU 0 in the slots stage")
+    ap.add_argument("--contended-limit", type=float, default=0.0,
+                    help="seconds after which the contended stage starts no more checks (0: none), so that it "
+                         "ends, compares and reports what it has inside a call's time limit")
+    ap.add_argument("--alone-from", type=Path, default=None,
+                    help="a load.json of an earlier run of the same --n and --single: its `alone` stage is what "
+                         "the other stages compare with (the alone stage need not run again in this call)")
     args = ap.parse_args()
     dest = Path(args.out)
     dest.mkdir(parents=True, exist_ok=True)
@@ -275,6 +290,13 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("CUDA_AGENT_CACHE", str(work / "cache"))
     out: dict = json.loads((dest / "load.json").read_text()) if (dest / "load.json").exists() else {}
+    if args.alone_from is not None:
+        prev = json.loads(args.alone_from.read_text())
+        if (prev.get("batch") or {}) != {"n": args.n, "single": args.single}:
+            sys.exit(f"--alone-from {args.alone_from}: its batch {prev.get('batch')} is not --n {args.n} "
+                     f"--single {args.single}")
+        out["alone"] = prev["alone"]
+    out["batch"] = {"n": args.n, "single": args.single}
     out["machine"] = machine()
     salt = str(time.time_ns())  # every run compiles its candidates (as every RL sample is new code)
     cands = [(k, TASK, make_candidate(CUDA, k, work / "cands" / f"{i:03d}-{k}", f"load-{salt}-{i}"))

@@ -70,9 +70,12 @@ if [ "$stage" = load ]; then
   # stress, an infinite-loop kernel (seconds to its verdict, the next job), SIGKILL of a judge
   # mid-job (processes and GPU memory left); raw numbers in OUT/load/load.json, load.md.
   # LOAD_STAGES=alone,slots LOAD_SLOTS=3: the batch again with 3 slots on GPU 0 (verdicts vs alone)
+  # LOAD_CONTENDED_LIMIT=s: the contended stage starts no check after s seconds (it reports what it has);
+  # LOAD_ALONE_FROM=f: compare with the alone stage of an earlier call's load.json (a file carried in the tree)
   timeout "${LOAD_LIMIT:-560}" python3 scripts/bench_load.py "$OUT/load" --n "${LOAD_N:-20}" --single "${LOAD_SINGLE:-0}" \
     --stages "${LOAD_STAGES:-alone,contended,hang,judge}" --limit "${LOAD_ALONE_LIMIT:-300}" \
-    ${LOAD_SLOTS:+--slots-per-gpu "$LOAD_SLOTS"} 2>&1 | tee "$OUT/load.log" | tail -20
+    ${LOAD_SLOTS:+--slots-per-gpu "$LOAD_SLOTS"} ${LOAD_CONTENDED_LIMIT:+--contended-limit "$LOAD_CONTENDED_LIMIT"} \
+    ${LOAD_ALONE_FROM:+--alone-from "$LOAD_ALONE_FROM"} 2>&1 | tee "$OUT/load.log" | tail -20
 fi
 if [ "$stage" = serve ]; then
   # checks from a process that never touches the GPU: `cuda-agent pool serve` owns GPU 0, and a
