@@ -38,7 +38,7 @@ def main() -> None:
     with open(args.out, "a") as out:
         for name in args.tasks or [str(DEFAULT[args.device])]:
             task = resolve(name)
-            shutil.rmtree(baselines._compilers_store(task, args.device), ignore_errors=True)
+            shutil.rmtree(baselines.compilers_store(task, args.device), ignore_errors=True)
             for i in range(args.rounds):
                 t = time.time()
                 v = baselines.measure(task, args.device, Recipe(), 5)

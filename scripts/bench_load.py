@@ -194,8 +194,8 @@ def stage_contended(args, cands, out: dict) -> None:
     took = time.time() - t0
     rows = [summarize_result(g[0], k) | {"wall_s": round(g[1], 1)} if g is not None else {"kind": k, "not_run": True}
             for g, (k, _, _) in zip(got, cands)]
-    ran = [(i, r) for i, r in enumerate(rows) if not r.get("not_run")]
-    out["contended"] = {"n": len(ran), "not_run": len(rows) - len(ran), "in_flight": 8, "cpu_hogs": len(hogs),
+    not_run = sum(1 for r in rows if r.get("not_run"))
+    out["contended"] = {"n": len(rows) - not_run, "not_run": not_run, "in_flight": 8, "cpu_hogs": len(hogs),
                         "seconds": round(took, 1), "gpu_util": sampler.stop(),
                         **against_alone(out, rows), "results": rows}
 

@@ -55,7 +55,7 @@ def test_the_compile_baseline_uses_compiler_caches_of_its_own(example_task, tmp_
     assert 0 < got["compile_ms"] < 1e4 and 0 < got["eager_ms"] < 1e4
     assert not shared.exists() or not any(shared.rglob("*")), sorted(map(str, shared.rglob("*")))[:5]
     assert got["compilers"] == "compiled"
-    kept = baselines._compilers_store(example_task, "cpu")
+    kept = baselines.compilers_store(example_task, "cpu")
     assert any((kept / "inductor" / "fxgraph").rglob("*")), sorted(map(str, kept.rglob("*")))[:5]
     again = baselines.measure(example_task, "cpu", QUICK, 2, compile=True)
     assert "error" not in again, again
@@ -75,7 +75,7 @@ def test_kept_compiler_caches_leave_autotuning_out_and_are_written_once(example_
     (job / "nv" / "jit.bin").write_text("driver JIT cache")
     assert baselines.compilers_in(example_task, "cpu", tmp_path / "seed0") is False
     baselines.compilers_out(example_task, "cpu", job)
-    kept = baselines._compilers_store(example_task, "cpu")
+    kept = baselines.compilers_store(example_task, "cpu")
     assert (kept / "triton" / "ab" / "k.py").read_text() == "first"
     assert not list(kept.rglob("*.best_config")) and not (kept / "nv").exists()
     (job / "triton" / "ab" / "k.py").write_text("second")

@@ -166,7 +166,7 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
         # candidates, which could leave slowed generated code for this baseline to load), seeded
         # from the trusted copy of this task's first measurement (compilers_in)
         compilers = job_dir / "compilers"
-        kept = compilers_in(task, device, compilers)
+        kept = compile and compilers_in(task, device, compilers)  # eager compiles nothing
         graphs = _graphs(compilers)
         env = {"TORCHINDUCTOR_CACHE_DIR": str(compilers / "inductor"), "TRITON_CACHE_DIR": str(compilers / "triton"),
                "CUDA_CACHE_PATH": str(compilers / "nv")}
@@ -217,7 +217,8 @@ def measure(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool 
     return out
 
 
-def _compilers_store(task: Task, device: str) -> Path:
+def compilers_store(task: Task, device: str) -> Path:
+    """Where the kept compiler caches of ``task``'s baselines on ``device`` lie (compilers_in)."""
     import torch
 
     key = hashlib.sha256("|".join([task.sha, device_name(device), torch.__version__]).encode()).hexdigest()[:24]
@@ -238,7 +239,7 @@ def compilers_in(task: Task, device: str, dest: Path) -> bool:
     baseline job (the reference alone), under the cache root that every candidate's sandbox hides.
     Autotuning choices (``*.best_config``) are not kept: a choice made on a busy machine would
     slow every later compile baseline, so each measurement makes its own.  True when it seeded."""
-    src = _compilers_store(task, device)
+    src = compilers_store(task, device)
     if src.is_dir():
         try:
             shutil.copytree(src, dest)
@@ -253,7 +254,7 @@ def compilers_out(task: Task, device: str, src: Path) -> None:
     """Keep a measured job's compiler caches for the next measurement of the task, once: the
     first complete copy stays (a second judge's rename finds it there and is dropped).  Inductor's
     and Triton's only: the driver's JIT cache (``nv``) is not task-sized."""
-    store = _compilers_store(task, device)
+    store = compilers_store(task, device)
     if store.is_dir() or not src.is_dir():
         return
     tmp = store.parent / f".{store.name}.{os.getpid()}.{time.time_ns()}"
