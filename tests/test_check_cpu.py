@@ -6,6 +6,7 @@ test runs the whole pipeline once (build -> verify -> time -> eager + compile ba
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent import reward as rewards
+from cuda_agent.sandbox import baselines
 from cuda_agent.sandbox.check import CheckOptions, check
 from cuda_agent.sandbox.timing import Recipe
 from cuda_agent.tasks import Task, load_file
@@ -124,13 +126,36 @@ def test_example_with_other_reward_schemes_and_cached_baselines(full_check, exam
     assert r.build.compiled == []  # everything from the cache
     assert r.reward == pytest.approx(r.t_compile_ms / r.t_gen_ms)
     # the baselines came from the cache (identical numbers, no re-measurement), unless the load
-    # changed between the two checks (CI's 2 busy cores): then the result says so
+    # changed between the two checks (CI's 2 busy cores) or the first check's never settled (not
+    # cached): then the results say so
     again = [w for w in r.warnings if w.startswith("baselines measured again")]
+    unstable = [w for w in full_check.warnings if w.startswith(baselines.UNSTABLE)]
     if again:
         assert "other load" in again[0]
+    elif unstable:
+        assert re.fullmatch(r"baselines unstable: no two timings agreed within 15% \(eager \d tries, compile \d "
+                            r"tries; a busy machine\?\); not cached, the next check measures again", unstable[0])
     else:
         assert (r.t_eager_ms, r.t_compile_ms) == (full_check.t_eager_ms, full_check.t_compile_ms)
         assert time.perf_counter() - t < full_check.seconds
+
+
+def test_baselines_that_never_settle_are_reported_and_not_cached(example_task, example_dir, monkeypatch):
+    """A baseline is cached only when two of its timings agree; one that never settles still gives
+    this check its speedups, and the check says why the next one may show others."""
+    monkeypatch.setattr(baselines, "ATTEMPTS", 1)  # one timing a baseline: no two can agree
+    recipe = dataclasses.replace(QUICK_RECIPE, max_samples=59)  # a cache key no other test fills
+    r = check(example_task, example_dir / "solution", opts(timing=True, baselines=True, recipe=recipe))
+    assert r.correct and r.t_eager_ms > 0 and r.speedup_eager == pytest.approx(r.t_eager_ms / r.t_gen_ms)
+    assert [w for w in r.warnings if w.startswith(baselines.UNSTABLE)] == [
+        "baselines unstable: no two timings agreed within 15% (eager 1 try; a busy machine?); not cached, "
+        "the next check measures again"]
+    con = baselines._db()
+    try:
+        rows = [json.loads(v) for (v,) in con.execute("SELECT value FROM baseline")]
+    finally:
+        con.close()
+    assert r.t_eager_ms not in [v.get("eager_ms") for v in rows]
 
 
 def test_example_in_kernelbench_rules_and_milestones(example_task, example_dir):

@@ -29,6 +29,29 @@ def one_json(output: str) -> dict:
     return json.loads(lines[0])
 
 
+PROGRAM = ("import atexit, sys\n"
+           "from cuda_agent.cli import entry\n"
+           "mark, sys.argv[1:] = sys.argv[1], sys.argv[2:]\n"
+           "atexit.register(lambda: open(mark, 'w').write('ran'))\n"
+           "entry()\n")
+
+
+@pytest.mark.parametrize("args, status", [(["--version"], 0), (["check", "missing.py", "x"], 2),
+                                          (["check", "--device"], 2)])
+def test_the_program_keeps_its_status_output_and_exit_handlers(tmp_path, args, status):
+    """``cuda-agent`` (``entry``) ends without the interpreter's teardown: the status, every line
+    printed and the exit handlers (spare runners, Ray, logging) must come through all the same."""
+    mark = tmp_path / "mark"
+    p = subprocess.run([sys.executable, "-c", PROGRAM, str(mark), *args], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == status, p.stderr
+    assert mark.read_text() == "ran"
+    if status:
+        assert p.stderr.startswith("Error: ") and len(p.stderr.splitlines()) == 1, p.stderr
+    else:
+        assert "version" in p.stdout and p.stderr == ""
+
+
 def test_check_json_on_the_example(example_dir):
     r = run("check", example_dir / "task.py", example_dir / "solution", "--device", "cpu", "--json",
             "--no-compile-baseline", "--n-sets", "2")

@@ -265,5 +265,29 @@ def _register_parts() -> None:
 _register_parts()
 
 
+def entry() -> None:
+    """The ``cuda-agent`` program: ``main``, then the exit handlers (spare runners, Ray, logging),
+    then the process ends without the interpreter's teardown.  torch's C++ destructors run in that
+    teardown and can abort a process whose work is done (``terminate called without an active
+    exception``, exit 134: once in a CI run, after a check had printed its verdict; pytorch#38228),
+    and the exit status is the one thing a script reads."""
+    import atexit
+
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    entry()

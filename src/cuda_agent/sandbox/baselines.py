@@ -81,6 +81,8 @@ COMPARABLE = 1.35
 AGREE = 0.15
 MAX_SPREAD = 0.3
 ATTEMPTS = 4
+UNSTABLE = "baselines unstable"
+"""How a check's warning starts when its baselines never settled (and were not cached)."""
 RECENT_S = 900.0
 """How long a baseline measured beside a candidate stays on offer to other judges (module doc)."""
 
