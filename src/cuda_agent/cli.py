@@ -272,6 +272,7 @@ def entry() -> None:
     exception``, exit 134: once in a CI run, after a check had printed its verdict; pytorch#38228),
     and the exit status is the one thing a script reads."""
     import atexit
+    import threading
 
     try:
         main()
@@ -280,6 +281,9 @@ def entry() -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not isinstance(e.code, (int, type(None))):
             print(e.code, file=sys.stderr)
+    # what the interpreter does at exit before its teardown: wait for non-daemon threads (an
+    # executor's workers), then the exit handlers
+    getattr(threading, "_shutdown", lambda: None)()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
