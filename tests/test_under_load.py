@@ -212,13 +212,30 @@ def test_a_baseline_measured_on_a_busy_machine_does_not_move_a_later_reward(exam
         poisoned = baselines.get(example_task, "cpu", recipe, 2, compile=False, under=busy)
     assert "error" not in poisoned, poisoned
     assert busy["cpu"] > 1.5, busy  # the probe sees the stress
+    # and so does the measurement's own record, taken after seconds of waiting for its runner (the
+    # probe's busy loop alone read 1.0-1.09 there for 2 of 8 such measurements: cached as quiet)
+    assert poisoned["conditions"]["cpu"] > 1.5, poisoned
     quiet = baselines.conditions("cpu")  # the premise: the stress is gone (else name what is running)
     assert quiet["cpu"] < 1.35, (quiet, _busiest_processes())
     r = check(example_task, solution(tmp_path, TWICE, "twice"), opts(timing=True, baselines=True, recipe=recipe))
     assert r.correct, r.error
-    quiet_eager = baselines.measure(example_task, "cpu", recipe, 2, compile=False)["eager_ms"]
-    assert r.t_eager_ms < 1.6 * quiet_eager, (r.t_eager_ms, quiet_eager, poisoned)
+    if poisoned.get("stable"):  # cached: not comparable with this quiet check, so measured again beside it
+        assert any(w.startswith("baselines measured again") for w in r.warnings), r.warnings
+    # (the eager times of two measurements minutes apart are no yardstick on a shared 2-core VM: quiet, stable
+    # ones of this task read 0.50-0.99 ms here; the ratio of the candidate to the baseline beside it is)
     assert r.speedup_eager < 0.85 and r.reward == 1, (r.speedup_eager, r.t_gen_ms, r.t_eager_ms, poisoned)
+
+
+def test_a_measurement_on_a_busy_machine_records_it(example_task):
+    """The judge's thread, back from seconds of waiting for its runner, may get a core to itself
+    for tens of ms beside one busy process per core and more: the probe's busy loop alone read
+    1.0-1.09 before and after 2 of 8 such measurements here.  Each one's record says busy."""
+    from cuda_agent.sandbox import baselines
+
+    recipe = Recipe(warmup_ms=10, sample_ms=1.0, min_samples=10, max_samples=30, round_size=10, budget_s=0.5)
+    with Stress():
+        seen = [baselines.measure(example_task, "cpu", recipe, 1, compile=False).get("conditions") for _ in range(4)]
+    assert all(c and c["cpu"] > 1.5 for c in seen), seen
 
 
 def _verdict(r) -> tuple:

@@ -87,14 +87,34 @@ RECENT_S = 900.0
 """How long a baseline measured beside a candidate stays on offer to other judges (module doc)."""
 
 
+def _runnable() -> int | None:
+    """Threads running or waiting for a core on this machine now (``procs_running`` in
+    /proc/stat, the probing thread included); None where the kernel does not say."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def conditions(device: str) -> dict[str, float]:
     """How busy the machine is now, as seen by a timing: ``cpu`` is wall time over this thread's
     CPU time for a short busy loop (1.0 when a core is free for it, ~3 when three runnable
     threads share one), ``gpu_ms`` the time of a fixed matmul sequence (longer while other work
     shares the GPU).  The CPU figure is the least of ``PROBES`` short probes a few tens of ms
     apart: load that lasts shows in each, while a moment's spin (a runner's OpenMP threads
-    waiting for work right after its last call) must not make a quiet machine look busy."""
+    waiting for work right after its last call) must not make a quiet machine look busy.
+
+    A probe alone can be fooled: a thread that has been blocked for seconds (a judge waiting for
+    its runner) may be given a core for tens of ms even beside one busy process per core and more
+    (measured on 2 cores with 8 busy processes: 2 of 8 baseline measurements read 1.0-1.09 before
+    and after, and were cached as taken on a quiet machine).  So ``cpu`` is at least the median
+    count of runnable threads per core over the probes, which no scheduling luck changes."""
     cpu = []
+    runnable = []
     for i in range(PROBES):
         if i:
             time.sleep(PROBE_GAP_S)
@@ -104,7 +124,11 @@ def conditions(device: str) -> dict[str, float]:
             for _ in range(2000):
                 n += 1
         cpu.append((time.perf_counter() - t0) / max(time.thread_time() - c0, 1e-6))
-    out = {"cpu": round(min(cpu), 3)}
+        runnable.append(_runnable())
+    load = min(cpu)
+    if None not in runnable:
+        load = max(load, sorted(runnable)[len(runnable) // 2] / (os.cpu_count() or 1))  # type: ignore[type-var]
+    out = {"cpu": round(load, 3)}
     if device == "cuda":
         import torch
 
