@@ -837,8 +837,8 @@ class pool:
         db, log = self.d / "pool.sqlite", self.d / "serve.log"
         # one GPU checks one job at a time; builds run beside it
         slots = ["--slots", "1"] if self.device == "cpu" else ["--build-workers", "8"]
-        self.proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.cli import main; main()", "pool", "serve",
-                                      "--db", str(db), "--device", self.device, *slots],
+        self.proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.cli import entry; entry()",
+                                      "pool", "serve", "--db", str(db), "--device", self.device, *slots],
                                      stdout=log.open("w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while "SIGINT or SIGTERM stops" not in log.read_text():
