@@ -22,8 +22,9 @@ compiles.  Stages:
 
 Raw numbers go to OUT/load.json (and OUT/load.md); each stage appends as it finishes.  The
 contended stage of a batch of 50 takes minutes: ``--contended-limit`` ends it inside a call's time
-limit with what it has, ``--contended-part K/M`` splits it over calls, and ``--alone-from`` compares
-it with an earlier call's ``alone`` stage (and keeps the contended parts that call ran).
+limit with what it has, and ``--alone-from`` compares it with an earlier call's ``alone`` stage and
+keeps the contended rows that call ran: the next call's contended stage runs only the candidates
+that have none yet, so the stage resumes over as many calls as it needs.
 """
 
 from __future__ import annotations
@@ -170,20 +171,22 @@ def against_alone(out: dict, rows: list[dict]) -> dict:
 
 
 def stage_contended(args, cands, out: dict) -> None:
-    """8 checks in flight beside a busy process per core.  ``--contended-part K/M`` runs every M-th
-    candidate from the K-th only: a batch of 50 takes longer than one call, so its parts run in calls
-    of their own, each under the same load, and the rows of the parts an earlier call ran (its
-    load.json, through --alone-from) are kept."""
-    k, m = args.contended_part
+    """8 checks in flight beside a busy process per core.  A batch of 50 takes longer than one call
+    may run, so the stage resumes: it runs, in batch order, the candidates that have no contended row
+    yet (the rows an earlier call ran come with --alone-from's file), and with --contended-limit
+    starts none after that many seconds.  Each call then runs its share under the same load, and a
+    call cut by its limit leaves the rest to the next."""
     earlier = (out.get("contended") or {})
     earlier_rows = earlier.get("results") or []
+    done_before = {i for i, r in enumerate(earlier_rows) if i < len(cands) and not r.get("not_run")}
+    call = len(earlier.get("calls") or []) + 1
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     sampler = GpuSampler()
     t0 = time.time()
 
     def one(i: int, cand: tuple) -> tuple[dict, float] | None:
-        if i % m != k - 1:
-            return None  # another part's
+        if i in done_before:
+            return None  # an earlier call's
         if args.contended_limit and time.time() - t0 > args.contended_limit:
             return None  # past the stage's limit: not started, so the stage still ends and reports
         r, took = cli_check(cand[2], {"CUDA_VISIBLE_DEVICES": "0"}, cand[1])
@@ -205,17 +208,16 @@ def stage_contended(args, cands, out: dict) -> None:
     rows = []
     for i, (g, (kind, _, _)) in enumerate(zip(got, cands)):
         if g is not None:
-            rows.append(summarize_result(g[0], kind) | {"wall_s": round(g[1], 1), "part": f"{k}/{m}"})
-        elif i % m != k - 1 and i < len(earlier_rows) and not earlier_rows[i].get("not_run"):
-            rows.append(earlier_rows[i])  # run by an earlier call's part
+            rows.append(summarize_result(g[0], kind) | {"wall_s": round(g[1], 1), "call": call})
+        elif i in done_before:
+            rows.append(earlier_rows[i])
         else:
             rows.append({"kind": kind, "not_run": True})
     not_run = sum(1 for r in rows if r.get("not_run"))
-    parts = [p for p in earlier.get("parts") or [] if p["part"] != f"{k}/{m}"]
-    parts.append({"part": f"{k}/{m}", "n": sum(g is not None for g in got), "seconds": round(took, 1),
-                  "gpu_util": sampler.stop()})
+    calls = (earlier.get("calls") or []) + [{"call": call, "n": sum(g is not None for g in got),
+                                              "seconds": round(took, 1), "gpu_util": sampler.stop()}]
     out["contended"] = {"n": len(rows) - not_run, "not_run": not_run, "in_flight": 8, "cpu_hogs": len(hogs),
-                        "seconds": round(sum(p["seconds"] for p in parts), 1), "parts": parts,
+                        "seconds": round(sum(c["seconds"] for c in calls), 1), "calls": calls,
                         **against_alone(out, rows), "results": rows}
 
 
@@ -275,8 +277,8 @@ def report(out: dict, dest: Path) -> None:
                   f"{sl['compared']} compared with alone; mean s/phase {sl['phase_mean_s']}"]
     if c:
         lines += [f"- contended (8 in flight + {c['cpu_hogs']} CPU hogs): {c['n']} checks in {c['seconds']} s"
-                  + (f" in {len(c['parts'])} parts" if len(c.get("parts") or []) > 1 else "")
-                  + (f" ({c['not_run']} not run: another part's, or past the stage's limit)" if c.get("not_run") else "")
+                  + (f" over {len(c['calls'])} calls" if len(c.get("calls") or []) > 1 else "")
+                  + (f" ({c['not_run']} not run yet: past the stage's limit)" if c.get("not_run") else "")
                   + f", **{len(c['verdict_changes'])} verdict changes** of {c['compared']}"]
     if h:
         lines += [f"- hang: verdict `{h['verdict'].get('stage')}` after **{h['seconds_to_verdict']} s**; next job "
@@ -286,13 +288,6 @@ def report(out: dict, dest: Path) -> None:
                   f"GPU apps after: {j['gpu_apps_after']}"]
     (dest / "load.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
-
-
-def _part(text: str) -> tuple[int, int]:
-    k, _, m = text.partition("/")
-    if not (k.isdigit() and m.isdigit() and 1 <= int(k) <= int(m)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not K/M with 1 <= K <= M")
-    return int(k), int(m)
 
 
 def main() -> None:
@@ -307,12 +302,10 @@ def main() -> None:
     ap.add_argument("--contended-limit", type=float, default=0.0,
                     help="seconds after which the contended stage starts no more checks (0: none), so that it "
                          "ends, compares and reports what it has inside a call's time limit")
-    ap.add_argument("--contended-part", type=_part, default=(1, 1), metavar="K/M",
-                    help="the contended stage runs every M-th candidate from the K-th (default 1/1: all); the "
-                         "other parts' rows come from --alone-from's file where an earlier call ran them")
     ap.add_argument("--alone-from", type=Path, default=None,
                     help="a load.json of an earlier run of the same --n and --single: its `alone` stage is what "
-                         "the other stages compare with (the alone stage need not run again in this call)")
+                         "the other stages compare with (the alone stage need not run again in this call), "
+                         "and the contended stage runs only the candidates that file has no contended row for")
     args = ap.parse_args()
     dest = Path(args.out)
     dest.mkdir(parents=True, exist_ok=True)
@@ -326,7 +319,7 @@ def main() -> None:
             sys.exit(f"--alone-from {args.alone_from}: its batch {prev.get('batch')} is not --n {args.n} "
                      f"--single {args.single}")
         out["alone"] = prev["alone"]
-        if "contended" in prev:  # the parts of the contended stage that an earlier call ran
+        if "contended" in prev:  # the contended rows earlier calls ran: this call runs the rest
             out["contended"] = prev["contended"]
     out["batch"] = {"n": args.n, "single": args.single}
     out["machine"] = machine()

@@ -71,13 +71,11 @@ if [ "$stage" = load ]; then
   # mid-job (processes and GPU memory left); raw numbers in OUT/load/load.json, load.md.
   # LOAD_STAGES=alone,slots LOAD_SLOTS=3: the batch again with 3 slots on GPU 0 (verdicts vs alone)
   # LOAD_CONTENDED_LIMIT=s: the contended stage starts no check after s seconds (it reports what it has);
-  # LOAD_CONTENDED_PART=K/M: the contended stage runs every M-th candidate from the K-th (a part a call);
   # LOAD_ALONE_FROM=f: compare with the alone stage of an earlier call's load.json (a file carried in the tree)
-  # and keep the contended parts it ran
+  # and keep the contended rows it has: the contended stage runs only the rest (it resumes over calls)
   timeout "${LOAD_LIMIT:-560}" python3 scripts/bench_load.py "$OUT/load" --n "${LOAD_N:-20}" --single "${LOAD_SINGLE:-0}" \
     --stages "${LOAD_STAGES:-alone,contended,hang,judge}" --limit "${LOAD_ALONE_LIMIT:-300}" \
     ${LOAD_SLOTS:+--slots-per-gpu "$LOAD_SLOTS"} ${LOAD_CONTENDED_LIMIT:+--contended-limit "$LOAD_CONTENDED_LIMIT"} \
-    ${LOAD_CONTENDED_PART:+--contended-part "$LOAD_CONTENDED_PART"} \
     ${LOAD_ALONE_FROM:+--alone-from "$LOAD_ALONE_FROM"} 2>&1 | tee "$OUT/load.log" | tail -20
 fi
 if [ "$stage" = serve ]; then
