@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -174,51 +175,63 @@ def stage_contended(args, cands, out: dict) -> None:
     """8 checks in flight beside a busy process per core.  A batch of 50 takes longer than one call
     may run, so the stage resumes: it runs, in batch order, the candidates that have no contended row
     yet (the rows an earlier call ran come with --alone-from's file), and with --contended-limit
-    starts none after that many seconds.  Each call then runs its share under the same load, and a
-    call cut by its limit leaves the rest to the next."""
+    starts none after that many seconds.  Each call then runs its share under the same load.  The
+    report is rewritten as each check ends, so a call cut by its time limit keeps every verdict it
+    got and leaves the rest to the next."""
     earlier = (out.get("contended") or {})
     earlier_rows = earlier.get("results") or []
-    done_before = {i for i, r in enumerate(earlier_rows) if i < len(cands) and not r.get("not_run")}
-    call = len(earlier.get("calls") or []) + 1
+    rows = [earlier_rows[i] if i < len(earlier_rows) and not earlier_rows[i].get("not_run")
+            else {"kind": kind, "not_run": True} for i, (kind, _, _) in enumerate(cands)]
+    todo = {i for i, r in enumerate(rows) if r.get("not_run")}
+    calls = list(earlier.get("calls") or [])
+    this = {"call": len(calls) + 1, "n": 0, "seconds": 0.0, "gpu_util": None}
+    calls.append(this)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    lock = threading.Lock()
     sampler = GpuSampler()
     t0 = time.time()
 
-    def one(i: int, cand: tuple) -> tuple[dict, float] | None:
-        if i in done_before:
-            return None  # an earlier call's
-        if args.contended_limit and time.time() - t0 > args.contended_limit:
-            return None  # past the stage's limit: not started, so the stage still ends and reports
-        r, took = cli_check(cand[2], {"CUDA_VISIBLE_DEVICES": "0"}, cand[1])
-        # a line per check as it ends: a stage cut by the time limit still shows how far it got
-        row = summarize_result(r, cand[0])
-        print(f"contended {time.time() - t0:6.1f} s #{i} {cand[0]}: {took:.1f} s, correct={row['correct']} "
-              f"stage={row['stage']} rules={row['rules']} phases={row['phases']}", flush=True)
-        return r, took
+    def save() -> None:  # under `lock`
+        this["seconds"] = round(time.time() - t0, 1)
+        not_run = sum(1 for r in rows if r.get("not_run"))
+        out["contended"] = {"n": len(rows) - not_run, "not_run": not_run, "in_flight": 8, "cpu_hogs": len(hogs),
+                            "seconds": round(sum(c["seconds"] for c in calls), 1), "calls": calls,
+                            **against_alone(out, rows), "results": rows}
+        report(out, Path(args.out), quiet=True)
 
+    def one(i: int) -> None:
+        if i not in todo:
+            return  # an earlier call's
+        if args.contended_limit and time.time() - t0 > args.contended_limit:
+            return  # past the stage's limit: not started, so the stage still ends and reports
+        r, took = cli_check(cands[i][2], {"CUDA_VISIBLE_DEVICES": "0"}, cands[i][1])
+        row = summarize_result(r, cands[i][0])
+        # a line per check as it ends: a stage cut by the time limit still shows how far it got
+        print(f"contended {time.time() - t0:6.1f} s #{i} {cands[i][0]}: {took:.1f} s, correct={row['correct']} "
+              f"stage={row['stage']} rules={row['rules']} phases={row['phases']}", flush=True)
+        with lock:
+            rows[i] = row | {"wall_s": round(took, 1), "call": this["call"]}
+            this["n"] += 1
+            save()
+
+    def stop(*_) -> None:  # `timeout` ends the script: the hogs go with it (every verdict is saved)
+        for h in hogs:
+            h.kill()
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         with ThreadPoolExecutor(8) as ex:
-            got = list(ex.map(one, range(len(cands)), cands))
+            list(ex.map(one, range(len(cands))))
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for h in hogs:
             h.kill()
         for h in hogs:
             h.wait()
-    took = time.time() - t0
-    rows = []
-    for i, (g, (kind, _, _)) in enumerate(zip(got, cands)):
-        if g is not None:
-            rows.append(summarize_result(g[0], kind) | {"wall_s": round(g[1], 1), "call": call})
-        elif i in done_before:
-            rows.append(earlier_rows[i])
-        else:
-            rows.append({"kind": kind, "not_run": True})
-    not_run = sum(1 for r in rows if r.get("not_run"))
-    calls = (earlier.get("calls") or []) + [{"call": call, "n": sum(g is not None for g in got),
-                                              "seconds": round(took, 1), "gpu_util": sampler.stop()}]
-    out["contended"] = {"n": len(rows) - not_run, "not_run": not_run, "in_flight": 8, "cpu_hogs": len(hogs),
-                        "seconds": round(sum(c["seconds"] for c in calls), 1), "calls": calls,
-                        **against_alone(out, rows), "results": rows}
+    with lock:
+        this["gpu_util"] = sampler.stop()
+        save()
 
 
 def stage_hang(args, hang: Path, out: dict) -> None:
@@ -263,8 +276,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def report(out: dict, dest: Path) -> None:
-    (dest / "load.json").write_text(json.dumps(out, indent=1))
+def report(out: dict, dest: Path, quiet: bool = False) -> None:
+    tmp = dest / "load.json.tmp"  # rewritten while checks end: never a half-written file if the script is cut
+    tmp.write_text(json.dumps(out, indent=1))
+    tmp.replace(dest / "load.json")
     lines = ["# The evaluator under load (scripts/bench_load.py)", "", f"machine: {out.get('machine')}", ""]
     a, c, h, j, sl = (out.get(k) for k in ("alone", "contended", "hang", "judge", "slots"))
     if a:
@@ -287,7 +302,8 @@ def report(out: dict, dest: Path) -> None:
         lines += [f"- judge SIGKILLed mid-job: {len(j['left_after_5s'])} of {j['job_processes']} job processes left; "
                   f"GPU apps after: {j['gpu_apps_after']}"]
     (dest / "load.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines), flush=True)
+    if not quiet:
+        print("\n".join(lines), flush=True)
 
 
 def main() -> None:
