@@ -146,7 +146,7 @@ def summarize_result(r: dict, kind: str) -> dict:
             "error": err[0][:160] if err else None, "t_gen_ms": r.get("t_gen_ms"), "seconds": r.get("seconds"),
             "phases": r.get("phases") or {},
             # why a check was slow: a baseline measured again says under which conditions, then and now
-            "warnings": [w[:300] for w in r.get("warnings") or []],
+            "warnings": [w[:300] for w in r.get("warnings") or []], "baselines": r.get("baselines") or {},
             "holds": [(h.get("mode"), round(h.get("end", 0) - h.get("start", 0), 3)) for h in r.get("holds") or []]}
 
 

@@ -130,14 +130,21 @@ def test_example_with_other_reward_schemes_and_cached_baselines(full_check, exam
     # cached): then the results say so
     again = [w for w in r.warnings if w.startswith("baselines measured again")]
     unstable = [w for w in full_check.warnings if w.startswith(baselines.UNSTABLE)]
+    # and each result says where its baselines came from, under which load, beside its own
+    assert full_check.baselines["source"] in ("measured", "cached") and full_check.baselines["conditions"]["cpu"] >= 0.9
+    assert r.baselines["under"]["cpu"] >= 0.9
     if again:
         assert "other load" in again[0]
+        assert r.baselines["source"] in ("measured", "shared")
     elif unstable:
         assert re.fullmatch(r"baselines unstable: no two timings agreed within 15% \(eager \d tries, compile \d "
                             r"tries; a busy machine\?\); not cached, the next check measures again", unstable[0])
+        assert r.baselines["source"] in ("measured", "shared")
     else:
         assert (r.t_eager_ms, r.t_compile_ms) == (full_check.t_eager_ms, full_check.t_compile_ms)
         assert time.perf_counter() - t < full_check.seconds
+        assert r.baselines["source"] == "cached" and "compilers" not in r.baselines
+        assert r.baselines["conditions"] == full_check.baselines["conditions"]
 
 
 def test_baselines_that_never_settle_are_reported_and_not_cached(example_task, example_dir, monkeypatch):
@@ -147,6 +154,7 @@ def test_baselines_that_never_settle_are_reported_and_not_cached(example_task, e
     recipe = dataclasses.replace(QUICK_RECIPE, max_samples=59)  # a cache key no other test fills
     r = check(example_task, example_dir / "solution", opts(timing=True, baselines=True, recipe=recipe))
     assert r.correct and r.t_eager_ms > 0 and r.speedup_eager == pytest.approx(r.t_eager_ms / r.t_gen_ms)
+    assert r.baselines["source"] == "measured" and r.baselines["conditions"]["cpu"] >= 0.9
     assert [w for w in r.warnings if w.startswith(baselines.UNSTABLE)] == [
         "baselines unstable: no two timings agreed within 15% (eager 1 try; a busy machine?); not cached, "
         "the next check measures again"]

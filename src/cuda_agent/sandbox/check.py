@@ -886,6 +886,10 @@ class _Check:
                              timeout=o.time_timeout, under=self.under, quiet=self.exclusive, since=self.timed_at)
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
+        if not base.get("error"):
+            source = "cached" if base.get("cached") else "shared" if base.get("shared") else "measured"
+            res.baselines = {"source": source, "conditions": base.get("conditions"), "under": self.under,
+                             **({"compilers": base["compilers"]} if source == "measured" and base.get("compilers") else {})}
         if base.get("error"):
             res.error = f"baseline: {base['error']}"
         elif base.get("remeasured"):  # say why the baselines differ from the last check's

@@ -236,6 +236,13 @@ class CheckResult(_JSON):
     t_compile_ms: float | None = None
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+    baselines: dict[str, Any] = field(default_factory=dict)
+    """Where ``t_eager_ms``/``t_compile_ms`` came from (timed checks): ``source`` is ``cached`` (taken
+    on a machine comparable to this timing's), ``shared`` (measured by another judge after this
+    timing) or ``measured`` (now); ``conditions``, the load they were taken under and ``under``,
+    the load around this candidate's timing (sandbox/baselines.py); ``compilers``, for a
+    measurement with torch.compile: ``reused`` when the task's kept compiler caches answered every
+    graph, else ``compiled``."""
     reward: float | None = None
     reward_scheme: str | None = None
     build: BuildResult | None = None
