@@ -239,27 +239,17 @@ def _pids_with(token: str) -> set[int]:
 
 
 def _seed_baseline(task, device: str, opts) -> dict[str, str]:
-    """Cached baseline rows for the candidate to leave alone.  A measurement that never settles (a
-    busy machine: CI's 2 cores) is not cached by the evaluator, so then the trusted side caches it
-    here itself: the probe tests that the candidate cannot change a row, whatever its numbers."""
+    """Cached baseline rows for the candidate to leave alone: a real measurement, planted whether or
+    not it settled (on CI's busy 2 cores it may not, and the evaluator caches only settled ones);
+    the probe tests that the candidate cannot change a row, whatever its numbers."""
     from cuda_agent.sandbox import baselines as base_mod
     from cuda_agent.sandbox.check import rotation_sets
 
     n_sets = rotation_sets(1 << 20, device)
-    val = base_mod.get(task, device, opts.recipe, n_sets, compile=opts.compile_baseline, timeout=opts.time_timeout)
-    rows = _baseline_rows()
-    if not rows and "error" not in val and base_mod.plausible(val):
-        con = base_mod._db()
-        try:
-            con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)",
-                        (base_mod._key(task, device, opts.recipe, n_sets, opts.compile_baseline),
-                         json.dumps({k: v for k, v in val.items() if k not in ("cached", "remeasured", "cached_conditions")}),
-                         time.time()))
-            con.commit()
-        finally:
-            con.close()
-        rows = _baseline_rows()
-    return rows
+    val = base_mod.measure(task, device, opts.recipe, n_sets, opts.compile_baseline, opts.time_timeout)
+    if "error" not in val and base_mod.plausible(val):
+        base_mod.put(task, device, opts.recipe, n_sets, opts.compile_baseline, val)
+    return _baseline_rows()
 
 
 def _baseline_rows() -> dict[str, str]:

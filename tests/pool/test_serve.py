@@ -27,7 +27,7 @@ CHECK = dict(device="cpu", timing=False, baselines=False, n_sets=2, verify_timeo
 
 
 def serve(db: Path, log: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from cuda_agent.cli import entry; entry()", "pool", "serve", "--db", str(db),
+    cmd = [sys.executable, "-m", "cuda_agent.cli", "pool", "serve", "--db", str(db),
            "--device", "cpu", "--slots", "1", *extra]
     return subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
@@ -62,7 +62,7 @@ def test_served_queue_real_verdicts_then_sigterm_requeues_and_releases(server, t
     ev = PoolEvaluator(db, timeout=300, server_wait=10, **CHECK)
     assert ev.pool.store.served()
     # a second server on the same database is refused with one sentence
-    second = subprocess.run([sys.executable, "-c", "from cuda_agent.cli import entry; entry()", "pool", "serve",
+    second = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "pool", "serve",
                              "--db", str(db), "--device", "cpu"], capture_output=True, text=True, timeout=120)
     assert second.returncode == 2 and f"pid {proc.pid}) is serving" in second.stderr, second.stderr
 
@@ -86,7 +86,7 @@ def test_served_queue_real_verdicts_then_sigterm_requeues_and_releases(server, t
     ws = create_workspace(task, db.parent / "ws", device="cpu")
     shutil.copy(variants["good"] / "model_new.py", ws / "model_new.py")
     shutil.copytree(variants["good"] / "kernels", ws / "kernels", dirs_exist_ok=True)
-    r = subprocess.run([sys.executable, "-c", "from cuda_agent.cli import entry; entry()", "verify", str(ws)],
+    r = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "verify", str(ws)],
                        capture_output=True, text=True, timeout=300, env={**os.environ, POOL_DB_ENV: str(db)})
     assert r.returncode == 0 and "correct   yes" in r.stdout, r.stdout + r.stderr
     recs = ev.pool.jobs()

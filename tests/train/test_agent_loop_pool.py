@@ -23,7 +23,7 @@ from .test_agent_loop import dataset_row, ppo_config, run_episode  # noqa: E402
 
 def test_pool_db_sends_the_episode_checks_to_a_served_pool(task, tokenizer, verl_config_dir, tmp_path):
     db, log = tmp_path / "pool.sqlite", tmp_path / "serve.log"
-    proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.cli import entry; entry()", "pool", "serve",
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli", "pool", "serve",
                              "--db", str(db), "--device", "cpu", "--slots", "1"],
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:

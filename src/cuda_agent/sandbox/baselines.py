@@ -346,8 +346,23 @@ def get(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool = Tr
             con.commit()
         if "error" not in val and val.get("stable") and (
                 cached is None or refresh or _load_score(val.get("conditions")) < _load_score(cached.get("conditions"))):
-            con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)", (key, json.dumps(val), time.time()))
-            con.commit()
+            _put(con, key, val)
         return {**val, "cached": False, **extra}
+    finally:
+        con.close()
+
+
+def _put(con: sqlite3.Connection, key: str, val: dict) -> None:
+    con.execute("INSERT OR REPLACE INTO baseline VALUES (?,?,?)", (key, json.dumps(val), time.time()))
+    con.commit()
+
+
+def put(task: Task, device: str, recipe: Recipe, n_sets: int, compile: bool, val: dict) -> None:
+    """Cache the measurement ``val`` (from :func:`measure`) for these arguments, settled or not:
+    the trusted side's way to plant a row (the adversarial suite's poisoned-baseline probe needs one
+    on a machine too busy for a measurement to settle)."""
+    con = _db()
+    try:
+        _put(con, _key(task, device, recipe, n_sets, compile), val)
     finally:
         con.close()

@@ -886,22 +886,22 @@ class _Check:
                              timeout=o.time_timeout, under=self.under, quiet=self.exclusive, since=self.timed_at)
         res.t_eager_ms = base.get("eager_ms")
         res.t_compile_ms = base.get("compile_ms")
-        if not base.get("error"):
+        if base.get("error"):
+            res.error = f"baseline: {base['error']}"
+        else:
             source = "cached" if base.get("cached") else "shared" if base.get("shared") else "measured"
             res.baselines = {"source": source, "conditions": base.get("conditions"), "under": self.under,
                              **({"compilers": base["compilers"]} if source == "measured" and base.get("compilers") else {})}
-        if base.get("error"):
-            res.error = f"baseline: {base['error']}"
-        elif base.get("remeasured"):  # say why the baselines differ from the last check's
-            by = " (by another check that waited for the device with it)" if base.get("shared") else ""
-            res.warnings.append(f"baselines measured again after this candidate's timing{by}: the cached ones were "
-                                f"taken under other load (then {base.get('cached_conditions')}, now {self.under})")
-        if not base.get("error") and not base.get("cached") and base.get("stable") is False:
-            # never cached: the next check measures again, and its speedups may differ from these
-            n = {k: base.get(k + "_attempts") for k in ("eager", "compile") if k + "_ms" in base}
-            tries = ", ".join(f"{k} {v} {'try' if v == 1 else 'tries'}" for k, v in n.items())
-            res.warnings.append(f"{baselines.UNSTABLE}: no two timings agreed within {baselines.AGREE:.0%} ({tries}; "
-                                f"a busy machine?); not cached, the next check measures again")
+            if base.get("remeasured"):  # say why the baselines differ from the last check's
+                by = " (by another check that waited for the device with it)" if source == "shared" else ""
+                res.warnings.append(f"baselines measured again after this candidate's timing{by}: the cached ones were "
+                                    f"taken under other load (then {base.get('cached_conditions')}, now {self.under})")
+            if source != "cached" and base.get("stable") is False:
+                # never cached: the next check measures again, and its speedups may differ from these
+                n = {k: base.get(k + "_attempts") for k in ("eager", "compile") if k + "_ms" in base}
+                tries = ", ".join(f"{k} {v} {'try' if v == 1 else 'tries'}" for k, v in n.items())
+                res.warnings.append(f"{baselines.UNSTABLE}: no two timings agreed within {baselines.AGREE:.0%} ({tries}; "
+                                    f"a busy machine?); not cached, the next check measures again")
         if res.t_gen_ms and res.t_eager_ms:
             res.speedup_eager = res.t_eager_ms / res.t_gen_ms
         if res.t_gen_ms and res.t_compile_ms:

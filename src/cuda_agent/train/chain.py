@@ -837,7 +837,7 @@ class pool:
         db, log = self.d / "pool.sqlite", self.d / "serve.log"
         # one GPU checks one job at a time; builds run beside it
         slots = ["--slots", "1"] if self.device == "cpu" else ["--build-workers", "8"]
-        self.proc = subprocess.Popen([sys.executable, "-c", "from cuda_agent.cli import entry; entry()",
+        self.proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli",
                                       "pool", "serve", "--db", str(db), "--device", self.device, *slots],
                                      stdout=log.open("w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 120
